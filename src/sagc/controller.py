@@ -1,0 +1,500 @@
+"""SAGC: Straggler-Aware Group Control, and the fixed-G baseline with the same interface.
+
+The controller picks the group size G of the next synchronous rollout from completion
+lengths alone (no gradients, rewards or model internals). Per step t:
+
+1. ``next_group_size()`` — among the *eligible* candidates (the current G and its
+   neighbours within ``radius`` in the sorted candidate list: the paper's local-search
+   restriction), draw a straggler risk ``p~_G ~ Beta(alpha_G, beta_G)`` for each (Thompson
+   sampling) and pick the G maximising the Lagrangian score ``log2(G) - lambda * p~_G``.
+2. The trainer generates G completions per prompt and calls ``observe(lengths)``:
+   - straggler event ``S_t = 1[max(L) / median(L) > tau]`` over the whole synchronous step
+     (``scope="step"``, default) or, with ``scope="group"``, if any prompt group's own
+     max/median exceeds tau;
+   - projected dual ascent ``lambda <- clip(lambda + eta * (S_t - delta), 0, lambda_max)``;
+   - forgetting: every candidate's posterior decays toward the prior,
+     ``(a, b) <- gamma * (a, b) + (1 - gamma) * (a0, b0)``, so an estimate that has not been
+     refreshed for a while becomes uncertain again and can recover when lengths drift;
+   - the posterior of the G that was used gets the observation: ``a += S_t, b += 1 - S_t``.
+
+Defaults (the paper leaves them open; each is a config key):
+
+- ``tau = 2.0``: a step whose longest rollout is more than twice the median one spends over
+  half its decode time waiting on a single straggler.
+- ``delta = 0.3``: tolerate straggling in at most ~30% of steps.
+- ``eta = 0.5``: utilities of neighbouring sizes differ by 1 (log2 of a doubling), so lambda
+  must reach O(1 / risk gap) ~ 1-5 to move G down; at eta = 0.5 a run of stragglers gets
+  there within a handful of steps, while a quiet step lowers lambda by only eta * delta.
+- ``lambda_max = 20.0``: the upper clip; keeps the dual bounded when even the smallest G
+  violates the budget, so the controller can come back quickly when the risk falls.
+- ``forgetting = 0.95``: an effective memory of ~1 / (1 - 0.95) = 20 steps, short enough to
+  track the growth of chains of thought over training.
+- ``prior = (1.0, 1.0)``: uniform Beta prior: no belief about any candidate's risk.
+- ``initial = None``: the first rollout uses the middle candidate (8 for (4, 8, 16)), so
+  the controller can move either way afterwards.
+- ``radius = 1``: only neighbouring sizes are eligible, as in the paper.
+
+Everything random flows through one seeded ``numpy.random.Generator`` whose state is part
+of ``state_dict()``, so a run stopped at any step and resumed from its JSON state yields
+the identical G sequence.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterable, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+from sagc.lengths import SCOPES, LengthStats, length_stats
+
+STATE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class SAGCConfig:
+    """Hyper-parameters of the SAGC controller; see the module docstring for the defaults."""
+
+    candidates: tuple[int, ...] = (4, 8, 16)
+    tau: float = 2.0
+    delta: float = 0.3
+    eta: float = 0.5
+    lambda_max: float = 20.0
+    forgetting: float = 0.95
+    prior: tuple[float, float] = (1.0, 1.0)
+    initial: int | None = None
+    radius: int = 1
+    scope: str = "step"
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        # Normalise sequences (YAML / JSON give lists) so the config stays hashable.
+        object.__setattr__(self, "candidates", _as_int_tuple(self.candidates, "candidates"))
+        object.__setattr__(self, "prior", tuple(self.prior) if self.prior is not None else ())
+        self.validate()
+
+    def validate(self) -> None:
+        cands = self.candidates
+        if len(cands) == 0:
+            raise ValueError("SAGCConfig.candidates must hold at least one group size")
+        if len(set(cands)) != len(cands):
+            raise ValueError(f"SAGCConfig.candidates has duplicates: {list(cands)}")
+        if any(c < 2 for c in cands):
+            raise ValueError(
+                f"SAGCConfig.candidates must all be >= 2 (a group of one has no "
+                f"group-relative advantage), got {list(cands)}"
+            )
+        _check_number(self.tau, "tau")
+        if not self.tau > 1.0:
+            raise ValueError(f"SAGCConfig.tau must be > 1 (max/median is always >= 1), got {self.tau}")
+        _check_number(self.delta, "delta")
+        if not 0.0 < self.delta < 1.0:
+            raise ValueError(f"SAGCConfig.delta must lie in (0, 1), got {self.delta}")
+        _check_number(self.eta, "eta")
+        if not self.eta > 0.0:
+            raise ValueError(f"SAGCConfig.eta must be > 0, got {self.eta}")
+        _check_number(self.lambda_max, "lambda_max")
+        if not self.lambda_max > 0.0:
+            raise ValueError(f"SAGCConfig.lambda_max must be > 0, got {self.lambda_max}")
+        _check_number(self.forgetting, "forgetting")
+        if not 0.0 < self.forgetting <= 1.0:
+            raise ValueError(f"SAGCConfig.forgetting must lie in (0, 1], got {self.forgetting}")
+        if len(self.prior) != 2:
+            raise ValueError(
+                f"SAGCConfig.prior must be a pair (alpha0, beta0), got {list(self.prior)}"
+            )
+        for name, v in zip(("alpha0", "beta0"), self.prior):
+            _check_number(v, f"prior.{name}")
+            if not v > 0:
+                raise ValueError(f"SAGCConfig.prior.{name} must be > 0, got {v}")
+        if self.initial is not None and self.initial not in cands:
+            raise ValueError(
+                f"SAGCConfig.initial={self.initial} is not one of the candidates {list(cands)}"
+            )
+        if isinstance(self.radius, bool) or not isinstance(self.radius, int) or self.radius < 1:
+            raise ValueError(f"SAGCConfig.radius must be an integer >= 1, got {self.radius!r}")
+        if self.scope not in SCOPES:
+            raise ValueError(f"SAGCConfig.scope must be one of {SCOPES}, got {self.scope!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
+            raise ValueError(f"SAGCConfig.seed must be an integer, got {self.seed!r}")
+
+    @property
+    def sorted_candidates(self) -> tuple[int, ...]:
+        return tuple(sorted(self.candidates))
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "SAGCConfig":
+        unknown = set(d) - {f for f in cls.__dataclass_fields__}
+        if unknown:
+            raise ValueError(f"unknown SAGCConfig key(s): {sorted(unknown)}")
+        return cls(**d)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["candidates"] = list(self.candidates)
+        d["prior"] = list(self.prior)
+        return d
+
+
+def _as_int_tuple(values: Any, key: str) -> tuple[int, ...]:
+    if values is None or isinstance(values, (str, bytes)):
+        raise ValueError(f"SAGCConfig.{key} must be a sequence of integers, got {values!r}")
+    out = []
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise ValueError(f"SAGCConfig.{key} must hold integers, got {v!r}")
+        out.append(int(v))
+    return tuple(out)
+
+
+def _check_number(v: Any, key: str) -> None:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise ValueError(f"SAGCConfig.{key} must be a finite number, got {v!r}")
+
+
+@dataclass
+class StepRecord:
+    """What one ``observe`` call saw and did: everything a plot or a log line needs.
+
+    ``lambda_`` and the posterior / choice fields are empty for ``FixedGroupSize``.
+    ``skipped`` is True for a step with no rollout (nothing was updated).
+    """
+
+    step: int
+    group_size: int
+    n_groups: int
+    n_rollouts: int
+    length_max: float
+    length_median: float
+    length_mean: float
+    ratio: float
+    straggler: bool
+    straggler_rate: float
+    lambda_: float | None = None
+    posterior_mean: dict[int, float] = field(default_factory=dict)
+    sampled_risk: dict[int, float] = field(default_factory=dict)
+    scores: dict[int, float] = field(default_factory=dict)
+    skipped: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["lambda"] = d.pop("lambda_")
+        return d
+
+
+@runtime_checkable
+class GroupSizer(Protocol):
+    """What the trainer and the simulator need from a group-size policy."""
+
+    candidates: tuple[int, ...]
+
+    @property
+    def max_group_size(self) -> int: ...
+
+    def next_group_size(self) -> int: ...
+
+    def observe(self, lengths: Iterable[Iterable[float]]) -> StepRecord: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+class _StragglerCounter:
+    """Step counting and the straggler test shared by SAGC and the fixed baseline."""
+
+    def __init__(self, tau: float, scope: str) -> None:
+        self.tau = float(tau)
+        self.scope = scope
+        self.step = 0
+        self.n_stragglers = 0
+
+    def measure(self, lengths: Iterable[Iterable[float]]) -> LengthStats | None:
+        stats = length_stats(lengths, self.scope)
+        if stats is None:
+            warnings.warn(
+                "observe() got a step without any completion length; the step is skipped "
+                "(no update of the straggler statistics)",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+            return None
+        self.step += 1
+        return stats
+
+    def is_straggler(self, stats: LengthStats) -> bool:
+        straggler = stats.ratio > self.tau
+        self.n_stragglers += int(straggler)
+        return straggler
+
+    @property
+    def rate(self) -> float:
+        return self.n_stragglers / self.step if self.step else 0.0
+
+    def skipped_record(self, group_size: int) -> StepRecord:
+        nan = float("nan")
+        return StepRecord(
+            step=self.step, group_size=group_size, n_groups=0, n_rollouts=0,
+            length_max=nan, length_median=nan, length_mean=nan, ratio=nan,
+            straggler=False, straggler_rate=self.rate, skipped=True,
+        )  # fmt: skip
+
+    def record(self, group_size: int, stats: LengthStats, straggler: bool, **extra) -> StepRecord:
+        return StepRecord(
+            step=self.step, group_size=group_size, n_groups=stats.n_groups,
+            n_rollouts=stats.n_rollouts, length_max=stats.max, length_median=stats.median,
+            length_mean=stats.mean, ratio=stats.ratio, straggler=straggler,
+            straggler_rate=self.rate, **extra,
+        )  # fmt: skip
+
+
+class FixedGroupSize:
+    """The static baseline: always the same G, with SAGC's straggler bookkeeping so that
+    fixed-G runs report straggler rates measured exactly like SAGC's."""
+
+    def __init__(self, group_size: int, tau: float = SAGCConfig.tau, scope: str = "step") -> None:
+        if isinstance(group_size, bool) or not isinstance(group_size, (int, np.integer)):
+            raise ValueError(f"FixedGroupSize: group_size must be an integer, got {group_size!r}")
+        if group_size < 2:
+            raise ValueError(f"FixedGroupSize: group_size must be >= 2, got {group_size}")
+        if not (isinstance(tau, (int, float)) and math.isfinite(tau) and tau > 1.0):
+            raise ValueError(f"FixedGroupSize: tau must be a finite number > 1, got {tau!r}")
+        if scope not in SCOPES:
+            raise ValueError(f"FixedGroupSize: scope must be one of {SCOPES}, got {scope!r}")
+        self.group_size = int(group_size)
+        self.candidates = (self.group_size,)
+        self._counter = _StragglerCounter(tau, scope)
+
+    @property
+    def max_group_size(self) -> int:
+        return self.group_size
+
+    def next_group_size(self) -> int:
+        return self.group_size
+
+    def observe(self, lengths: Iterable[Iterable[float]]) -> StepRecord:
+        stats = self._counter.measure(lengths)
+        if stats is None:
+            return self._counter.skipped_record(self.group_size)
+        straggler = self._counter.is_straggler(stats)
+        return self._counter.record(self.group_size, stats, straggler)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "kind": "fixed",
+            "version": STATE_VERSION,
+            "group_size": self.group_size,
+            "step": self._counter.step,
+            "n_stragglers": self._counter.n_stragglers,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        _check_state_kind(state, "fixed")
+        if state["group_size"] != self.group_size:
+            raise ValueError(
+                f"state was saved for FixedGroupSize({state['group_size']}), "
+                f"cannot load it into FixedGroupSize({self.group_size})"
+            )
+        self._counter.step = int(state["step"])
+        self._counter.n_stragglers = int(state["n_stragglers"])
+
+    def __repr__(self) -> str:
+        return f"FixedGroupSize({self.group_size}, tau={self._counter.tau}, scope={self._counter.scope!r})"
+
+
+class SAGCController:
+    """Online primal-dual group-size control with Thompson sampling (see module docstring)."""
+
+    def __init__(self, config: SAGCConfig | None = None) -> None:
+        self.config = config if config is not None else SAGCConfig()
+        self.config.validate()
+        cfg = self.config
+        self.candidates = cfg.sorted_candidates
+        self._utility = np.log2(np.asarray(self.candidates, dtype=float))
+        self._prior = np.asarray(cfg.prior, dtype=float)
+        self.alpha = np.full(len(self.candidates), self._prior[0])
+        self.beta = np.full(len(self.candidates), self._prior[1])
+        self.lambda_ = 0.0
+        initial = cfg.initial if cfg.initial is not None else self.candidates[(len(self.candidates) - 1) // 2]
+        self._index = self.candidates.index(initial)
+        self._rng = np.random.default_rng(cfg.seed)
+        self._counter = _StragglerCounter(cfg.tau, cfg.scope)
+        self._last_sampled: dict[int, float] = {}
+        self._last_scores: dict[int, float] = {}
+        self._started = False
+
+    # -- the two calls of the control loop ---------------------------------------------
+
+    @property
+    def group_size(self) -> int:
+        """The G chosen last (the one the next ``observe`` is attributed to)."""
+        return self.candidates[self._index]
+
+    @property
+    def max_group_size(self) -> int:
+        return self.candidates[-1]
+
+    def eligible(self) -> list[int]:
+        """Indices the local-search restriction allows from the current G."""
+        r = self.config.radius
+        return list(range(max(0, self._index - r), min(len(self.candidates), self._index + r + 1)))
+
+    def next_group_size(self) -> int:
+        """Thompson-sample the risk of every eligible G and pick the best Lagrangian score.
+
+        The very first rollout uses the initial G: with no observation yet (lambda = 0)
+        the score would always favour the largest neighbour.
+        """
+        if self._counter.step == 0 and not self._started:
+            self._started = True
+            return self.group_size
+        idx = self.eligible()
+        # Scalar draws: cheaper than the vectorised call for a handful of candidates.
+        sampled = np.array([self._rng.beta(self.alpha[i], self.beta[i]) for i in idx])
+        scores = self._utility[idx] - self.lambda_ * sampled
+        # Ties (e.g. lambda = 0) go to the larger G: more samples per prompt for free.
+        best = max(range(len(idx)), key=lambda k: (scores[k], idx[k]))
+        self._index = idx[best]
+        self._last_sampled = {self.candidates[i]: float(s) for i, s in zip(idx, sampled)}
+        self._last_scores = {self.candidates[i]: float(s) for i, s in zip(idx, scores)}
+        return self.group_size
+
+    def observe(self, lengths: Iterable[Iterable[float]]) -> StepRecord:
+        """Update lambda and the posteriors from the step that just ran at ``group_size``.
+
+        ``lengths`` holds one list of completion lengths (tokens, truncated rows included)
+        per prompt group. Empty groups are ignored; a step with no length at all is skipped
+        with a ``RuntimeWarning`` (nothing is updated); NaN, infinite or negative lengths
+        raise ``ValueError`` before any state changes.
+        """
+        g = self.group_size
+        stats = self._counter.measure(lengths)
+        if stats is None:
+            return self._counter.skipped_record(g)
+        straggler = self._counter.is_straggler(stats)
+        s = float(straggler)
+        cfg = self.config
+        self.lambda_ = float(min(max(self.lambda_ + cfg.eta * (s - cfg.delta), 0.0), cfg.lambda_max))
+        gamma = cfg.forgetting
+        self.alpha = gamma * self.alpha + (1.0 - gamma) * self._prior[0]
+        self.beta = gamma * self.beta + (1.0 - gamma) * self._prior[1]
+        self.alpha[self._index] += s
+        self.beta[self._index] += 1.0 - s
+        return self._counter.record(
+            g, stats, straggler,
+            lambda_=self.lambda_,
+            posterior_mean=self.posterior_mean(),
+            sampled_risk=dict(self._last_sampled),
+            scores=dict(self._last_scores),
+        )  # fmt: skip
+
+    def posterior_mean(self) -> dict[int, float]:
+        mean = self.alpha / (self.alpha + self.beta)
+        return {g: float(m) for g, m in zip(self.candidates, mean)}
+
+    @property
+    def straggler_rate(self) -> float:
+        return self._counter.rate
+
+    # -- exact resume ---------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        """JSON-serialisable state, RNG included: loading it resumes the exact G sequence."""
+        rng_state = self._rng.bit_generator.state
+        return {
+            "kind": "sagc",
+            "version": STATE_VERSION,
+            "config": self.config.to_dict(),
+            "step": self._counter.step,
+            "n_stragglers": self._counter.n_stragglers,
+            "index": self._index,
+            "started": self._started,
+            "lambda": self.lambda_,
+            "alpha": self.alpha.tolist(),
+            "beta": self.beta.tolist(),
+            "last_sampled": {str(k): v for k, v in self._last_sampled.items()},
+            "last_scores": {str(k): v for k, v in self._last_scores.items()},
+            # PCG64's 128-bit integers as strings: safe for any JSON reader.
+            "rng": {
+                "bit_generator": rng_state["bit_generator"],
+                "state": {k: str(v) for k, v in rng_state["state"].items()},
+                "has_uint32": rng_state["has_uint32"],
+                "uinteger": rng_state["uinteger"],
+            },
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        _check_state_kind(state, "sagc")
+        saved = SAGCConfig.from_dict(state["config"])
+        if saved.sorted_candidates != self.candidates:
+            raise ValueError(
+                f"state was saved with candidates {list(saved.sorted_candidates)}, "
+                f"this controller has {list(self.candidates)}"
+            )
+        if saved != self.config:
+            warnings.warn(
+                f"loading SAGC state saved with a different config ({saved}); "
+                f"continuing with the current one ({self.config})",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+        self._counter.step = int(state["step"])
+        self._counter.n_stragglers = int(state["n_stragglers"])
+        self._index = int(state["index"])
+        self._started = bool(state["started"])
+        self.lambda_ = float(state["lambda"])
+        self.alpha = np.asarray(state["alpha"], dtype=float)
+        self.beta = np.asarray(state["beta"], dtype=float)
+        self._last_sampled = {int(k): float(v) for k, v in state["last_sampled"].items()}
+        self._last_scores = {int(k): float(v) for k, v in state["last_scores"].items()}
+        rng = state["rng"]
+        self._rng.bit_generator.state = {
+            "bit_generator": rng["bit_generator"],
+            "state": {k: int(v) for k, v in rng["state"].items()},
+            "has_uint32": rng["has_uint32"],
+            "uinteger": rng["uinteger"],
+        }
+
+    def __repr__(self) -> str:
+        return f"SAGCController({self.config})"
+
+
+def _check_state_kind(state: dict[str, Any], kind: str) -> None:
+    if not isinstance(state, dict) or state.get("kind") != kind:
+        got = state.get("kind") if isinstance(state, dict) else type(state).__name__
+        raise ValueError(f"expected a {kind!r} group-sizer state, got {got!r}")
+    if state.get("version") != STATE_VERSION:
+        raise ValueError(f"unsupported {kind} state version {state.get('version')!r}")
+
+
+def make_group_sizer(
+    sizing: str, sagc: SAGCConfig | dict[str, Any] | None = None, seed: int | None = None
+) -> FixedGroupSize | SAGCController:
+    """Build the policy of a grid cell from its sizing name.
+
+    ``"g<N>"`` -> ``FixedGroupSize(N)`` measured with the SAGC config's tau and scope;
+    ``"sagc"`` (or ``"sagc-<variant>"``, a name for a config variant) -> ``SAGCController``.
+    ``seed`` overrides the config's seed (the pipeline derives one per cell).
+    """
+    cfg = sagc if isinstance(sagc, SAGCConfig) else SAGCConfig.from_dict(dict(sagc or {}))
+    if seed is not None:
+        cfg = SAGCConfig.from_dict({**cfg.to_dict(), "seed": int(seed)})
+    if sizing.startswith("g") and sizing[1:].isdigit():
+        return FixedGroupSize(int(sizing[1:]), tau=cfg.tau, scope=cfg.scope)
+    if sizing == "sagc" or sizing.startswith("sagc-"):
+        return SAGCController(cfg)
+    raise ValueError(f"unknown sizing {sizing!r}: expected 'g<N>' (e.g. 'g16') or 'sagc'")
+
+
+def summarize(records: Sequence[StepRecord]) -> dict[str, float]:
+    """Straggler rate, mean G and step count of a sequence of records (skipped ones excluded)."""
+    rs = [r for r in records if not r.skipped]
+    if not rs:
+        return {"steps": 0, "straggler_rate": float("nan"), "mean_group_size": float("nan")}
+    return {
+        "steps": len(rs),
+        "straggler_rate": float(np.mean([r.straggler for r in rs])),
+        "mean_group_size": float(np.mean([r.group_size for r in rs])),
+    }

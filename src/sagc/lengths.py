@@ -1,0 +1,136 @@
+"""Length statistics of one synchronous step: the only input SAGC needs.
+
+``lengths`` is always grouped by prompt: ``[[l_11, ..., l_1G], [l_21, ...], ...]`` in
+tokens, *including* rows truncated at the length cap (those are the stragglers).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from itertools import chain
+from typing import Iterable, Sequence
+
+import numpy as np
+
+#: A median below one token is treated as one token so that the ratio stays finite when
+#: most completions are empty (the step is then a straggler if any row has >= tau tokens).
+MIN_MEDIAN = 1.0
+
+SCOPES = ("step", "group")
+
+
+@dataclass(frozen=True)
+class LengthStats:
+    """Summary of a step's completion lengths.
+
+    ``ratio`` is max/median over the whole step when ``scope == "step"`` (the default: the
+    synchronous batch waits for its single longest rollout), or the largest per-group
+    max/median when ``scope == "group"``.
+    """
+
+    n_groups: int
+    n_rollouts: int
+    max: float
+    median: float
+    mean: float
+    ratio: float
+    scope: str
+
+
+def _flatten(lengths: Iterable[Iterable[float]]) -> tuple[np.ndarray, list[int]]:
+    """All lengths in one float array plus the size of each group (empty groups kept)."""
+    if isinstance(lengths, np.ndarray):
+        if lengths.ndim != 2:
+            raise ValueError(
+                "lengths must be grouped by prompt (a list of lists or a 2-D array), "
+                f"got an array of shape {lengths.shape}"
+            )
+        return lengths.astype(float, copy=False).ravel(), [lengths.shape[1]] * lengths.shape[0]
+    groups = lengths if isinstance(lengths, (list, tuple)) else list(lengths)
+    sizes = []
+    for group in groups:
+        if isinstance(group, (int, float, np.number)):
+            raise ValueError(
+                "lengths must be grouped by prompt (a list of lists), got a flat list of numbers"
+            )
+        sizes.append(len(group))
+    flat = np.fromiter(chain.from_iterable(groups), dtype=float, count=sum(sizes))
+    return flat, sizes
+
+
+def _check_values(flat: np.ndarray, sizes: list[int]) -> None:
+    total = flat.sum()  # NaN or inf anywhere makes the sum non-finite: one cheap check
+    if math.isfinite(total) and (flat.size == 0 or flat.min() >= 0):
+        return
+    for i, group in enumerate(np.split(flat, np.cumsum(sizes)[:-1])):
+        if not np.all(np.isfinite(group)):
+            raise ValueError(f"lengths of group {i} contain NaN or infinity: {group.tolist()}")
+        if np.any(group < 0):
+            raise ValueError(f"lengths of group {i} contain a negative length: {group.tolist()}")
+
+
+def as_groups(lengths: Iterable[Iterable[float]]) -> list[np.ndarray]:
+    """Validate grouped lengths and return one float array per non-empty group.
+
+    Raises ``ValueError`` for a flat list, NaN / infinite / negative lengths.
+    """
+    flat, sizes = _flatten(lengths)
+    _check_values(flat, sizes)
+    return [g for g in np.split(flat, np.cumsum(sizes)[:-1]) if g.size] if flat.size else []
+
+
+def true_median(values: np.ndarray) -> float:
+    """The median with the two middle values averaged (torch.median returns the lower one)."""
+    return float(np.median(values))
+
+
+def _sorted_median(sorted_values: np.ndarray) -> float:
+    n = sorted_values.size
+    return float(sorted_values[(n - 1) // 2] + sorted_values[n // 2]) / 2.0
+
+
+def length_stats(lengths: Iterable[Iterable[float]], scope: str = "step") -> LengthStats | None:
+    """Validate grouped lengths and summarise them; None when the step has no rollout.
+
+    This sits on the controller's per-step path, so it flattens once and sorts once
+    (cheaper than several numpy reductions on small arrays).
+    """
+    if scope not in SCOPES:
+        raise ValueError(f"scope must be one of {SCOPES}, got {scope!r}")
+    flat, sizes = _flatten(lengths)
+    if flat.size == 0:
+        return None
+    ordered = np.sort(flat)
+    # numpy sorts NaN last, so the two ends reveal any NaN, infinity or negative length.
+    if not (ordered[0] >= 0 and math.isfinite(ordered[-1])):
+        _check_values(flat, sizes)
+    median = _sorted_median(ordered)
+    mx = float(ordered[-1])
+    if scope == "step":
+        ratio = mx / max(median, MIN_MEDIAN)
+    else:
+        ratio = max(
+            float(g.max()) / max(true_median(g), MIN_MEDIAN)
+            for g in np.split(flat, np.cumsum(sizes)[:-1])
+            if g.size
+        )
+    return LengthStats(
+        n_groups=sum(1 for s in sizes if s),
+        n_rollouts=int(flat.size),
+        max=mx,
+        median=median,
+        mean=float(flat.sum()) / flat.size,
+        ratio=float(ratio),
+        scope=scope,
+    )
+
+
+def padding_efficiency(lengths: Iterable[Iterable[float]]) -> float:
+    """Useful tokens / padded tokens of the synchronous batch: sum(L) / (rows * max(L))."""
+    flat, sizes = _flatten(lengths)
+    _check_values(flat, sizes)
+    if flat.size == 0:
+        return math.nan
+    mx = flat.max()
+    return float(flat.sum() / (flat.size * mx)) if mx > 0 else 1.0
