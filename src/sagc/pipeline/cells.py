@@ -1,0 +1,135 @@
+"""What each job of the workflow is told: the trainer's cell config, the evaluation's
+arguments, the aggregation's grid description. Pure functions of the (checked) pipeline
+config, so Snakemake's params trigger reruns exactly the cells whose inputs changed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sagc.pipeline.grid import Cell, Grid
+
+
+def base_model_path(config: dict[str, Any], grid: Grid, model: str) -> str:
+    """The tiny world's built model folder, or the hub id (loaded from the local cache)."""
+    if config["world"] == "tiny":
+        return f"{grid.root}/models/{model}/base"
+    return config["models"][model]["hub_id"]
+
+
+def train_data_path(grid: Grid) -> str:
+    return f"{grid.data_dir}/train.jsonl"
+
+
+#: What a fixed-G cell takes from the SAGC block: how a straggler is measured, nothing else,
+#: so that tuning the controller does not rerun the fixed baselines.
+MEASUREMENT_KEYS = ("tau", "scope")
+
+
+def sagc_config(config: dict[str, Any], sizing: str) -> dict[str, Any]:
+    """The SAGC block for a sizing: ``sagc-<variant>`` applies ``sagc_variants.<variant>``;
+    a fixed ``g<N>`` gets only the measurement keys."""
+    base = dict(config.get("sagc", {}))
+    if sizing.startswith("sagc-"):
+        base.update(config.get("sagc_variants", {})[sizing[len("sagc-"):]])
+    elif sizing != "sagc":
+        base = {k: v for k, v in base.items() if k in MEASUREMENT_KEYS}
+    return base
+
+
+def train_cell_config(config: dict[str, Any], grid: Grid, cell: Cell) -> dict[str, Any]:
+    """The resolved config of one training cell, in ``sagc.train``'s cell format."""
+    spec = config["models"][cell.model]
+    out = grid.train_dir(cell)
+    train = {k: v for k, v in config["train"].items()}
+    train["seed"] = cell.train_seed
+    return {
+        "cell": {
+            "id": cell.id,
+            "config_name": grid.name,
+            "model": cell.model,
+            "algorithm": cell.algorithm,
+            "sizing": cell.sizing,
+            "seed": cell.seed,
+        },
+        "model": {
+            "path": base_model_path(config, grid, cell.model),
+            "revision": spec.get("revision"),
+            "tokenizer": None,
+            "trust_remote_code": bool(spec.get("trust_remote_code", False)),
+        },
+        "data": {"train": train_data_path(grid)},
+        "rewards": dict(config.get("rewards", {})),
+        "train": train,
+        "algorithm": {"name": cell.algorithm, **config.get("algorithm_overrides", {}).get(cell.algorithm, {})},
+        "sizing": {"name": cell.sizing, "sagc": sagc_config(config, cell.sizing)},
+        "wandb": {
+            "mode": config["wandb"]["mode"],
+            "project": config["wandb"]["project"],
+            "entity": config["wandb"]["entity"],
+            "group": grid.name,
+            "name": cell.id,
+            "dir": f"{out}/wandb",
+        },
+        "device": dict(config.get("device", {})),
+        "output_dir": out,
+    }
+
+
+def eval_settings(config: dict[str, Any]) -> dict[str, Any]:
+    """The evaluate block with the world's defaults filled in."""
+    ev = dict(config.get("evaluate", {}))
+    ev.setdefault("tasks", ["tiny_arith", "tiny_arith_heldout"] if config["world"] == "tiny"
+                  else ["aime24_boxed", "amc23_boxed", "gpqa_diamond_boxed"])
+    return ev
+
+
+def aggregate_grid(config: dict[str, Any], grid: Grid) -> dict[str, Any]:
+    """The grid description ``python -m sagc.aggregate --grid`` reads."""
+    agg = config.get("aggregate", {})
+    wb = config.get("wandb", {})
+    return {
+        "name": grid.name,
+        "time_unit": agg.get("time_unit", "s"),
+        "last_k": agg.get("last_k", 5),
+        "allow_partial": agg.get("allow_partial", False),
+        "wandb": {
+            "source": wb.get("source", "offline"),
+            "entity": wb.get("entity"),
+            "project": wb.get("project", "sagc-repro"),
+            "group": grid.name,
+        },
+        "cells": [
+            {
+                "id": c.id,
+                "model": c.model,
+                "algorithm": c.algorithm,
+                "sizing": c.sizing,
+                "seed": c.seed,
+                "train_dir": grid.train_dir(c),
+                "eval_summary": f"{grid.eval_dir(c)}/summary.json",
+            }
+            for c in grid.cells()
+        ],
+        "base": [
+            {"model": m, "eval_summary": f"{grid.base_eval_dir(m)}/summary.json"}
+            for m in (grid.models if eval_settings(config).get("base_models", True) else ())
+        ],
+        "tables_dir": grid.tables_dir,
+        "figures_dir": grid.figures_dir,
+    }
+
+
+def cli_flags(params: dict[str, Any]) -> str:
+    """``{"n_train": 100, "fast": True}`` -> ``--n-train 100 --fast`` for the world CLIs."""
+    parts = []
+    for key, value in params.items():
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            parts.append(flag)
+        elif value is False or value is None:
+            continue
+        elif isinstance(value, (list, tuple)):
+            parts.append(flag + " " + " ".join(str(v) for v in value))
+        else:
+            parts.append(f"{flag} {value}")
+    return " ".join(parts)

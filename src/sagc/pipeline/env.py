@@ -1,0 +1,29 @@
+"""The environment every job of the workflow inherits (set once when the Snakefile loads)."""
+
+from __future__ import annotations
+
+import os
+
+
+def configure_job_environment(basedir: str, root: str, wandb_mode: str) -> None:
+    """Jobs never phone home: W&B writes offline run files unless the config says online,
+    and the Hugging Face libraries read the local cache only (the hub world stages it
+    first, in the one rule allowed to reach the network). Jobs import ``sagc`` from this
+    checkout, also inside conda environments, which don't install it. Values the user
+    already exported win, except PYTHONPATH, which is extended."""
+    defaults = {
+        "WANDB_MODE": wandb_mode,
+        "WANDB_X_DISABLE_STATS": "true",
+        "WANDB_SILENT": "true",
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        "MPLCONFIGDIR": os.path.abspath(os.path.join(root, ".cache", "matplotlib")),
+    }
+    for key, value in defaults.items():
+        os.environ.setdefault(key, value)
+    src = os.path.join(os.path.abspath(basedir), "src")
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if src not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([src, *paths])

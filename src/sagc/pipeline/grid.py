@@ -1,0 +1,103 @@
+"""Cells of the grid (model x algorithm x sizing x seed) and the stable output layout.
+
+Layout (``<name>`` is the config's ``name``, so configs never overwrite each other)::
+
+    results/<name>/data/                                 task data (tiny world) / staged sets
+    results/<name>/models/<model>/base.json              where the base model is
+    results/<name>/train/<model>/<algo>/<sizing>/seed<k>/  final/, checkpoints/, wandb/, done.json
+    results/<name>/eval/<model>/<algo>/<sizing>/seed<k>/   lm-eval outputs + summary.json
+    results/<name>/eval/<model>/base/                      the base model's reference row
+    results/<name>/tables/                                 the paper's tables
+    paper_figures/<name>/                                  the paper's figures
+"""
+
+from __future__ import annotations
+
+import itertools
+import zlib
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+RESULTS = "results"
+FIGURES = "paper_figures"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One training run of the grid."""
+
+    model: str
+    algorithm: str
+    sizing: str
+    seed: int
+
+    @property
+    def id(self) -> str:
+        return f"{self.model}/{self.algorithm}/{self.sizing}/seed{self.seed}"
+
+    @property
+    def train_seed(self) -> int:
+        """The seed the trainer and the controller get: a stable hash of the cell id
+        (``zlib.crc32``, never Python's salted ``hash()``), so every cell has its own
+        stream and the same cell always gets the same one."""
+        return zlib.crc32(self.id.encode()) & 0x7FFFFFFF
+
+    def wildcards(self) -> dict[str, Any]:
+        return {"model": self.model, "algo": self.algorithm, "sizing": self.sizing, "seed": self.seed}
+
+
+@dataclass(frozen=True)
+class Grid:
+    """The cells and paths of one config (``name``)."""
+
+    name: str
+    models: tuple[str, ...]
+    algorithms: tuple[str, ...]
+    sizings: tuple[str, ...]
+    seeds: tuple[int, ...]
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> "Grid":
+        return cls(
+            name=config["name"],
+            models=tuple(config["models"]),
+            algorithms=tuple(config["algorithms"]),
+            sizings=tuple(config["sizings"]),
+            seeds=tuple(int(s) for s in config["seeds"]),
+        )
+
+    def cells(self) -> Iterator[Cell]:
+        for m, a, s, k in itertools.product(self.models, self.algorithms, self.sizings, self.seeds):
+            yield Cell(m, a, s, k)
+
+    def __len__(self) -> int:
+        return len(self.models) * len(self.algorithms) * len(self.sizings) * len(self.seeds)
+
+    # -- paths ------------------------------------------------------------------------------
+    @property
+    def root(self) -> str:
+        return f"{RESULTS}/{self.name}"
+
+    @property
+    def data_dir(self) -> str:
+        return f"{self.root}/data"
+
+    def base_model_json(self, model: str) -> str:
+        return f"{self.root}/models/{model}/base.json"
+
+    def train_dir(self, cell: Cell) -> str:
+        return f"{self.root}/train/{cell.model}/{cell.algorithm}/{cell.sizing}/seed{cell.seed}"
+
+    def eval_dir(self, cell: Cell) -> str:
+        return f"{self.root}/eval/{cell.model}/{cell.algorithm}/{cell.sizing}/seed{cell.seed}"
+
+    def base_eval_dir(self, model: str) -> str:
+        return f"{self.root}/eval/{model}/base"
+
+    @property
+    def tables_dir(self) -> str:
+        return f"{self.root}/tables"
+
+    @property
+    def figures_dir(self) -> str:
+        return f"{FIGURES}/{self.name}"

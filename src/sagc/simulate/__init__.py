@@ -1,0 +1,34 @@
+"""Straggler simulator: what-ifs for group sizing on a laptop (issue 8).
+
+A synchronous-RL step-time model driven by completion lengths, either drawn from a
+parametric model (``ParametricLengths``) or replayed from a trainer's ``lengths.jsonl``
+(``ReplayLengths``), running any ``GroupSizer`` (fixed G, SAGC, variants) over thousands of
+steps. Entry points: ``simulate(SimConfig)``, ``summary_table``, ``run_sweep``,
+``calibrate``, and the CLI ``python -m sagc.simulate``.
+"""
+
+from sagc.simulate.config import (
+    ParametricLengthConfig,
+    ReplayConfig,
+    SimConfig,
+    SweepConfig,
+    ThroughputConfig,
+    load_config,
+)
+from sagc.simulate.engine import (
+    SizingResult,
+    run_controller,
+    run_fixed,
+    simulate,
+    step_costs,
+    straggler_ratio,
+    summary_table,
+)
+from sagc.simulate.sources import CachedSource, ParametricLengths, ReplayLengths, TraceStep, read_trace, write_trace
+
+__all__ = [
+    "CachedSource", "ParametricLengthConfig", "ParametricLengths", "ReplayConfig", "ReplayLengths",
+    "SimConfig", "SizingResult", "SweepConfig", "ThroughputConfig", "TraceStep", "load_config",
+    "read_trace", "run_controller", "run_fixed", "simulate", "step_costs", "straggler_ratio",
+    "summary_table", "write_trace",
+]  # fmt: skip

@@ -1,0 +1,5 @@
+import sys
+
+from sagc.simulate.cli import main
+
+sys.exit(main())

@@ -1,0 +1,278 @@
+"""The synchronous-RL step-time model and the simulation loop.
+
+One simulated step: the controller picks G, every prompt of the step gets G rollouts from
+the length pool (``sagc.simulate.sources``), the controller observes them, and the step
+costs (``ThroughputConfig``)::
+
+    rollout = prefill_token_s * rows * prompt_tokens
+              + decode_step_s * max(L) + decode_token_s * sum(L)   (continuous batching)
+    train   = train_token_s * rows * (prompt_tokens + max(L))      (padded to the longest)
+    step    = step_overhead_s + rollout + train
+
+Two paths compute the same numbers: a vectorised one for fixed G (no controller in the
+loop: numpy over thousands of steps at once, >100k steps/s) and a loop that calls any
+``GroupSizer`` once per step (its ``observe`` decides the straggler flag it learns from).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from sagc.controller import FixedGroupSize, GroupSizer, SAGCConfig, make_group_sizer
+from sagc.lengths import MIN_MEDIAN
+from sagc.simulate.config import SimConfig, ThroughputConfig
+from sagc.simulate.sources import Block, ParametricLengths, ReplayLengths
+
+SECONDS_PER_HOUR = 3600.0
+
+
+# ----------------------------------------------------------------- step statistics
+
+
+def straggler_ratio(block: np.ndarray, scope: str = "step") -> np.ndarray:
+    """max/median of each step of ``block`` (steps, prompts, G), as ``sagc.lengths`` does.
+
+    The arithmetic is the controller's (float64, true median, median floored at
+    ``MIN_MEDIAN``), so the vectorised flags equal the ones ``observe`` computes.
+    """
+    n = block.shape[0]
+    if scope == "step":
+        flat = block.reshape(n, -1)
+        return flat.max(axis=1) / np.maximum(np.median(flat, axis=1), MIN_MEDIAN)
+    if scope == "group":
+        return (block.max(axis=2) / np.maximum(np.median(block, axis=2), MIN_MEDIAN)).max(axis=1)
+    raise ValueError(f"scope must be 'step' or 'group', got {scope!r}")
+
+
+@dataclass
+class StepCosts:
+    """Per-step seconds and token counts of a block of steps (arrays of equal length)."""
+
+    rollout_s: np.ndarray
+    train_s: np.ndarray
+    step_s: np.ndarray
+    tokens: np.ndarray  # sum(L): generated tokens
+    padded_tokens: np.ndarray  # rows * max(L): the synchronous batch's footprint
+    max_len: np.ndarray
+
+
+def step_costs(block: np.ndarray, tp: ThroughputConfig) -> StepCosts:
+    """Seconds of each step of ``block`` (steps, prompts, G) under the throughput model."""
+    n, prompts, g = block.shape
+    rows = prompts * g
+    mx = block.reshape(n, -1).max(axis=1)
+    total = block.reshape(n, -1).sum(axis=1)
+    decoded = total if tp.decode_batching == "continuous" else rows * mx
+    rollout = tp.prefill_token_s * rows * tp.prompt_tokens + tp.decode_step_s * mx + tp.decode_token_s * decoded
+    trained = rows * (tp.prompt_tokens + mx) if tp.train_padding else rows * tp.prompt_tokens + total
+    train = tp.train_token_s * trained
+    return StepCosts(
+        rollout_s=rollout,
+        train_s=train,
+        step_s=tp.step_overhead_s + rollout + train,
+        tokens=total,
+        padded_tokens=rows * mx,
+        max_len=mx,
+    )
+
+
+# --------------------------------------------------------------------- results
+
+
+@dataclass
+class SizingResult:
+    """Per-step trace of one sizing over a simulated run."""
+
+    sizing: str
+    group_size: np.ndarray
+    straggler: np.ndarray
+    ratio: np.ndarray
+    rollout_s: np.ndarray
+    train_s: np.ndarray
+    step_s: np.ndarray
+    tokens: np.ndarray
+    padded_tokens: np.ndarray
+    wall_s: float = 0.0  # host seconds the simulation itself took
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def steps(self) -> int:
+        return int(self.step_s.size)
+
+    def summary(self) -> dict[str, float]:
+        """The figures the report needs; padding efficiency is token-weighted over the run
+        (generated tokens / padded batch tokens), the run-level analogue of the trainer's
+        per-step ``tokens/padding_efficiency``."""
+        total = float(self.step_s.sum())
+        return {
+            "sizing": self.sizing,
+            "steps": self.steps,
+            "straggler_rate": float(self.straggler.mean()),
+            "total_hours": total / SECONDS_PER_HOUR,
+            "mean_step_s": total / self.steps,
+            "mean_group_size": float(self.group_size.mean()),
+            "mean_log2_group_size": float(np.log2(self.group_size).mean()),
+            "padding_efficiency": float(self.tokens.sum() / self.padded_tokens.sum()),
+            "rollout_share": float(self.rollout_s.sum() / total),
+            "rollouts": int((self.group_size * self._prompts()).sum()),
+        }
+
+    def _prompts(self) -> np.ndarray:
+        return self.extra.get("prompts", np.ones_like(self.group_size))
+
+
+# ----------------------------------------------------------------- simulation
+
+
+def _concat(parts: list[np.ndarray], dtype=None) -> np.ndarray:
+    return np.concatenate(parts).astype(dtype) if dtype is not None else np.concatenate(parts)
+
+
+def _block_steps(block: Block) -> int:
+    return block.shape[0] if isinstance(block, np.ndarray) else len(block)
+
+
+def _costs_by_group_size(block: Block, sizes: np.ndarray, tp: ThroughputConfig) -> dict[str, np.ndarray]:
+    """Costs of every step of a block, each at its own G (vectorised per distinct G)."""
+    n = _block_steps(block)
+    out = {k: np.empty(n) for k in ("rollout_s", "train_s", "step_s", "tokens", "padded_tokens")}
+    if isinstance(block, np.ndarray):
+        for g in np.unique(sizes):
+            idx = np.flatnonzero(sizes == g)
+            c = step_costs(block[idx, :, :g], tp)
+            for k in out:
+                out[k][idx] = getattr(c, k)
+    else:  # ragged: prompts vary per step
+        for i, (pool, g) in enumerate(zip(block, sizes)):
+            c = step_costs(pool[None, :, :g], tp)
+            for k in out:
+                out[k][i] = getattr(c, k)[0]
+    return out
+
+
+def _prompts_per_step(block: Block) -> np.ndarray:
+    if isinstance(block, np.ndarray):
+        return np.full(block.shape[0], block.shape[1])
+    return np.array([p.shape[0] for p in block])
+
+
+def run_fixed(g: int, source, steps: int, width: int, tp: ThroughputConfig, tau: float, scope: str) -> SizingResult:
+    """Fixed G, vectorised: no controller call; the straggler flag is computed exactly as
+    ``FixedGroupSize.observe`` would (checked by the tests)."""
+    t0 = time.perf_counter()
+    parts: dict[str, list] = {k: [] for k in ("ratio", "rollout_s", "train_s", "step_s", "tokens", "padded_tokens", "prompts")}
+    for _, block in source.blocks(steps, width):
+        if isinstance(block, np.ndarray):
+            sub = block[:, :, :g]
+            parts["ratio"].append(straggler_ratio(sub, scope))
+        else:
+            parts["ratio"].append(np.array([straggler_ratio(p[None, :, :g], scope)[0] for p in block]))
+        costs = _costs_by_group_size(block, np.full(_block_steps(block), g), tp)
+        for k, v in costs.items():
+            parts[k].append(v)
+        parts["prompts"].append(_prompts_per_step(block))
+    ratio = _concat(parts["ratio"])
+    n = ratio.size
+    return SizingResult(
+        sizing=f"g{g}",
+        group_size=np.full(n, g),
+        straggler=ratio > tau,
+        ratio=ratio,
+        rollout_s=_concat(parts["rollout_s"]),
+        train_s=_concat(parts["train_s"]),
+        step_s=_concat(parts["step_s"]),
+        tokens=_concat(parts["tokens"]),
+        padded_tokens=_concat(parts["padded_tokens"]),
+        wall_s=time.perf_counter() - t0,
+        extra={"prompts": _concat(parts["prompts"])},
+    )
+
+
+def run_controller(sizer: GroupSizer, source, steps: int, width: int, tp: ThroughputConfig, name: str | None = None) -> SizingResult:
+    """Any group sizer, one ``next_group_size`` / ``observe`` pair per step."""
+    if sizer.max_group_size > width:
+        raise ValueError(f"the sizer can choose G={sizer.max_group_size} but the length pool is {width} wide")
+    t0 = time.perf_counter()
+    sizes, flags, ratios, prompts = [], [], [], []
+    costs: dict[str, list] = {k: [] for k in ("rollout_s", "train_s", "step_s", "tokens", "padded_tokens")}
+    for _, block in source.blocks(steps, width):
+        n = _block_steps(block)
+        g_block = np.empty(n, dtype=int)
+        for i in range(n):
+            g = sizer.next_group_size()
+            rec = sizer.observe(block[i][:, :g])
+            g_block[i] = g
+            flags.append(rec.straggler)
+            ratios.append(rec.ratio)
+        sizes.append(g_block)
+        for k, v in _costs_by_group_size(block, g_block, tp).items():
+            costs[k].append(v)
+        prompts.append(_prompts_per_step(block))
+    return SizingResult(
+        sizing=name or type(sizer).__name__,
+        group_size=_concat(sizes),
+        straggler=np.asarray(flags, dtype=bool),
+        ratio=np.asarray(ratios, dtype=float),
+        rollout_s=_concat(costs["rollout_s"]),
+        train_s=_concat(costs["train_s"]),
+        step_s=_concat(costs["step_s"]),
+        tokens=_concat(costs["tokens"]),
+        padded_tokens=_concat(costs["padded_tokens"]),
+        wall_s=time.perf_counter() - t0,
+        extra={"prompts": _concat(prompts)},
+    )
+
+
+def make_source(cfg: SimConfig):
+    """The length source of a config and the number of steps it will run."""
+    if cfg.source == "parametric":
+        return ParametricLengths(cfg.lengths, cfg.steps, cfg.prompts_per_step, cfg.seed), cfg.steps
+    src = ReplayLengths(cfg.lengths.trace, cfg.lengths, seed=cfg.seed)
+    return src, src.n_steps(cfg.steps)
+
+
+def simulate(
+    cfg: SimConfig,
+    sizer_factory: Callable[[str, SAGCConfig], GroupSizer] | None = None,
+    fast_fixed: bool = True,
+    source=None,
+) -> dict[str, SizingResult]:
+    """Run every sizing of ``cfg`` on the same length pool; results keyed by sizing name.
+
+    ``sizer_factory(sizing, sagc_config)`` builds a policy for a sizing name (default:
+    ``sagc.controller.make_group_sizer``), so future controller variants plug in by name.
+    The controller's seed is the config's ``sagc.seed`` offset by the simulation seed, so
+    two simulation seeds give two independent controller runs.
+    """
+    if source is None:
+        source, steps = make_source(cfg)
+    else:
+        steps = source.n_steps(cfg.steps) if hasattr(source, "n_steps") else cfg.steps
+    width = cfg.pool_width
+    factory = sizer_factory or (lambda name, sc: make_group_sizer(name, sc))
+    sagc_cfg = SAGCConfig.from_dict({**cfg.sagc.to_dict(), "seed": cfg.sagc.seed + cfg.seed})
+    results: dict[str, SizingResult] = {}
+    for name in cfg.sizings:
+        sizer = factory(name, sagc_cfg)
+        if fast_fixed and isinstance(sizer, FixedGroupSize):
+            results[name] = run_fixed(sizer.group_size, source, steps, width, cfg.throughput, sagc_cfg.tau, sagc_cfg.scope)
+        else:
+            results[name] = run_controller(sizer, source, steps, width, cfg.throughput, name)
+    return results
+
+
+def summary_table(results: dict[str, SizingResult]) -> list[dict[str, Any]]:
+    """One row per sizing with, for every fixed G simulated, the speed-up against it
+    (``speedup_vs_g<N>`` = T_gN / T, ``time_saved_vs_g<N>`` = 1 - T / T_gN)."""
+    rows = [r.summary() for r in results.values()]
+    fixed = {name: r.summary()["total_hours"] for name, r in results.items()
+             if name.startswith("g") and name[1:].isdigit()}
+    for row in rows:
+        for name, hours in sorted(fixed.items(), key=lambda kv: int(kv[0][1:])):
+            row[f"speedup_vs_{name}"] = hours / row["total_hours"]
+            row[f"time_saved_vs_{name}"] = 1.0 - row["total_hours"] / hours
+    return rows

@@ -1,0 +1,270 @@
+"""Where the simulated completion lengths come from: a parametric model or a recorded trace.
+
+Both sources produce a *pool*: for every step t and prompt p, ``W`` rollout lengths
+(``W`` = the largest G any simulated sizing can choose). A sizing that picks G at step t
+uses the first G of each prompt's W. All sizings of a run therefore see the *same* draws
+(common random numbers): G=4 sees a subset of what G=16 sees, so differences between
+sizings are differences of policy, not of luck.
+
+A pool block is either a float array ``(steps, prompts, W)`` or, when the number of
+prompts varies between steps (a replayed DAPO run with dynamic sampling), a list of
+``(prompts_t, W)`` arrays.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Sequence, Union
+
+import numpy as np
+
+from sagc.simulate.config import ParametricLengthConfig, ReplayConfig
+
+Block = Union[np.ndarray, list]
+
+#: Steps per generated block. Part of the pool's definition (each block has its own
+#: seeded streams), so it must not change: the same (seed, step) always gives the same
+#: lengths, whatever the number of steps simulated or the block a step falls in.
+BLOCK_STEPS = 1024
+
+# Stream ids inside a block: column j of the pool uses stream j; the prompt scales use
+# a stream id no column reaches.
+_PROMPT_STREAM = 1 << 20
+
+
+class ParametricLengths:
+    """Lengths from ``ParametricLengthConfig`` (see its docstring for the model).
+
+    Column j of the pool is drawn from its own stream ``SeedSequence([seed, block, j])``,
+    so a pool of width 16 starts with exactly the pool of width 8: results at G <= 8 do
+    not depend on whether G = 16 was simulated alongside.
+    """
+
+    def __init__(self, cfg: ParametricLengthConfig, total_steps: int, prompts: int, seed: int) -> None:
+        if total_steps < 1 or prompts < 1:
+            raise ValueError(f"total_steps and prompts must be >= 1, got {total_steps}, {prompts}")
+        self.cfg = cfg
+        self.total_steps = int(total_steps)
+        self.prompts = int(prompts)
+        self.seed = int(seed)
+
+    def blocks(self, steps: int, width: int) -> Iterator[tuple[int, np.ndarray]]:
+        """Yield ``(first_step, pool)`` for steps ``0 .. steps-1`` in blocks."""
+        if steps > self.total_steps:
+            raise ValueError(f"asked for {steps} steps of a length model built for {self.total_steps}")
+        for b, start in enumerate(range(0, steps, BLOCK_STEPS)):
+            stop = min(start + BLOCK_STEPS, steps)
+            yield start, self.block(b, width)[: stop - start]
+
+    def block(self, b: int, width: int) -> np.ndarray:
+        """The whole block ``b`` (``BLOCK_STEPS`` steps, the last one possibly shorter)."""
+        cfg = self.cfg
+        start = b * BLOCK_STEPS
+        n = min(BLOCK_STEPS, self.total_steps - start)
+        if n <= 0:
+            raise ValueError(f"block {b} is past the last step ({self.total_steps})")
+        t = np.arange(start, start + n, dtype=float)
+        frac = t / (self.total_steps - 1) if self.total_steps > 1 else np.zeros(n)
+        log_median = math.log(cfg.median_start) + frac * math.log(cfg.median_end / cfg.median_start)
+        tail_prob = cfg.tail_prob_start + frac * (cfg.tail_prob_end - cfg.tail_prob_start)
+
+        prompt_rng = np.random.default_rng(np.random.SeedSequence([self.seed, b, _PROMPT_STREAM]))
+        log_scale = log_median[:, None] + cfg.prompt_sigma * prompt_rng.standard_normal((n, self.prompts))
+        scale = np.exp(log_scale)  # (n, P)
+        q = np.broadcast_to(tail_prob[:, None], (n, self.prompts))
+        tail_base = scale * cfg.tail_min
+        inv_alpha = -1.0 / cfg.tail_alpha
+
+        out = np.empty((n, self.prompts, width))
+        col = np.empty((n, self.prompts))
+        for j in range(width):
+            rng = np.random.default_rng(np.random.SeedSequence([self.seed, b, j]))
+            # float32 draws: half the generator's work; lengths are rounded to whole tokens.
+            z = rng.standard_normal((n, self.prompts), dtype=np.float32)
+            u = rng.random((n, self.prompts), dtype=np.float32)
+            np.multiply(z, cfg.sigma, out=col)
+            col += log_scale
+            np.exp(col, out=col)
+            # Only the few tail rollouts need the Pareto quantile. It reuses the uniform
+            # that picked the tail: v = u / q ~ U(0, 1) given u < q, so each rollout costs
+            # one normal and one uniform.
+            in_tail = u < q
+            if in_tail.any():
+                v = np.minimum(u[in_tail].astype(float) / q[in_tail], 1.0 - 1e-12)
+                col[in_tail] = tail_base[in_tail] * (1.0 - v) ** inv_alpha
+            out[:, :, j] = col
+        np.rint(out, out=out)
+        np.clip(out, cfg.min_tokens, cfg.max_tokens, out=out)
+        return out
+
+
+# --------------------------------------------------------------------------- replay
+
+
+@dataclass(frozen=True)
+class TraceStep:
+    """One line of ``lengths.jsonl``: the step's G and its lengths grouped by prompt."""
+
+    step: int
+    group_size: int
+    lengths: tuple[np.ndarray, ...]
+    straggler: bool | None = None  # present when the trainer logged its flag
+
+
+def read_trace(path: str | Path) -> list[TraceStep]:
+    """Read and validate a trainer's per-step lengths trace.
+
+    Format (one JSON object per line): ``{"step": int, "group_size": int, "lengths":
+    [[...], ...]}``, lengths grouped by prompt, every group holding ``group_size`` token
+    counts. Extra keys are ignored except an optional boolean ``straggler`` (the flag the
+    trainer's controller computed), kept for checks. Steps must increase strictly.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"lengths trace not found: {path}")
+    steps: list[TraceStep] = []
+    with path.open() as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            where = f"{path}:{lineno}"
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{where}: not valid JSON ({e.msg})") from e
+            if not isinstance(rec, dict):
+                raise ValueError(f"{where}: expected a JSON object")
+            for key in ("step", "group_size", "lengths"):
+                if key not in rec:
+                    raise ValueError(f"{where}: missing key {key!r}")
+            step, g = rec["step"], rec["group_size"]
+            if isinstance(step, bool) or not isinstance(step, int):
+                raise ValueError(f"{where}: 'step' must be an integer, got {step!r}")
+            if isinstance(g, bool) or not isinstance(g, int) or g < 1:
+                raise ValueError(f"{where}: 'group_size' must be a positive integer, got {g!r}")
+            groups = rec["lengths"]
+            if not isinstance(groups, list) or not groups or not all(isinstance(x, list) for x in groups):
+                raise ValueError(f"{where}: 'lengths' must be a non-empty list of lists (one per prompt)")
+            arrays = []
+            for i, grp in enumerate(groups):
+                if len(grp) != g:
+                    raise ValueError(
+                        f"{where}: 'lengths' group {i} has {len(grp)} lengths, 'group_size' is {g}"
+                    )
+                try:
+                    arr = np.asarray(grp, dtype=float)
+                except (TypeError, ValueError) as e:
+                    raise ValueError(f"{where}: 'lengths' group {i} holds a non-number") from e
+                if not np.all(np.isfinite(arr)) or np.any(arr < 0):
+                    raise ValueError(f"{where}: 'lengths' group {i} holds a NaN, infinite or negative length")
+                arrays.append(arr)
+            if steps and step <= steps[-1].step:
+                raise ValueError(f"{where}: 'step' {step} does not increase (previous {steps[-1].step})")
+            flag = rec.get("straggler")
+            if flag is not None and not isinstance(flag, (bool, int)):
+                raise ValueError(f"{where}: 'straggler' must be a boolean, got {flag!r}")
+            steps.append(TraceStep(step, g, tuple(arrays), None if flag is None else bool(flag)))
+    if not steps:
+        raise ValueError(f"lengths trace {path} holds no step")
+    return steps
+
+
+def write_trace(path: str | Path, steps: Sequence[TraceStep]) -> None:
+    """Write a trace in the trainer's format (used by tests and tools that build traces)."""
+    with Path(path).open("w") as fh:
+        for s in steps:
+            rec = {"step": s.step, "group_size": s.group_size,
+                   "lengths": [[int(x) if float(x).is_integer() else float(x) for x in g] for g in s.lengths]}
+            if s.straggler is not None:
+                rec["straggler"] = bool(s.straggler)
+            fh.write(json.dumps(rec) + "\n")
+
+
+class ReplayLengths:
+    """Lengths replayed from a recorded trace, resampled to any G (the definition).
+
+    For simulated step t (recorded step ``t mod n`` with ``cycle``) and each recorded
+    prompt group of ``n_i`` lengths, the pool row of width W is:
+
+    1. the recorded group in a random order (a seeded permutation), then
+    2. ``W - n_i`` extra lengths drawn uniformly *with replacement* from the prompt's own
+       group (``upsample: group``) or from all the step's lengths (``upsample: step``).
+
+    A controller choosing G takes the first G: ``G < n_i`` is a uniform subsample without
+    replacement; ``G == n_i`` is exactly the recorded group (order does not change max,
+    median or sum, so a fixed controller at the recorded G reproduces the recorded
+    straggler flags exactly); ``G > n_i`` bootstraps the missing rollouts. The number of
+    prompts per step is the recorded one. One ``Generator(seed)`` makes all draws in step
+    order, so the pool is fixed by (trace, seed, W) whatever controller consumes it.
+    """
+
+    def __init__(self, trace: Sequence[TraceStep] | str | Path, cfg: ReplayConfig | None = None, seed: int = 0) -> None:
+        self.trace = read_trace(trace) if isinstance(trace, (str, Path)) else list(trace)
+        if not self.trace:
+            raise ValueError("a replay needs at least one recorded step")
+        self.cfg = cfg if cfg is not None else ReplayConfig(trace="<in-memory>")
+        self.seed = int(seed)
+
+    def n_steps(self, requested: int) -> int:
+        """Steps the simulation runs: the trace's length, or ``requested`` when cycling."""
+        if self.cfg.cycle:
+            return requested
+        return len(self.trace)
+
+    def blocks(self, steps: int, width: int) -> Iterator[tuple[int, Block]]:
+        if steps > len(self.trace) and not self.cfg.cycle:
+            raise ValueError(
+                f"the trace has {len(self.trace)} steps, {steps} were asked for (set lengths.cycle: true)"
+            )
+        rng = np.random.default_rng(self.seed)
+        rows: list[np.ndarray] = []
+        for t in range(steps):
+            rec = self.trace[t % len(self.trace)]
+            rows.append(self._pool_step(rec, width, rng))
+        if len({r.shape[0] for r in rows}) == 1:
+            yield 0, np.stack(rows)
+        else:
+            yield 0, rows
+
+    def _pool_step(self, rec: TraceStep, width: int, rng: np.random.Generator) -> np.ndarray:
+        out = np.empty((len(rec.lengths), width))
+        everything = np.concatenate(rec.lengths)
+        for i, grp in enumerate(rec.lengths):
+            n = grp.size
+            perm = grp[rng.permutation(n)]
+            k = min(n, width)
+            out[i, :k] = perm[:k]
+            if width > n:
+                source = grp if self.cfg.upsample == "group" else everything
+                out[i, n:] = source[rng.integers(0, source.size, width - n)]
+        return out
+
+
+class CachedSource:
+    """A source whose blocks are drawn once and kept: the sweep and the calibration run
+    dozens of sizings on the same pool, and drawing it dominates a fixed-G run."""
+
+    def __init__(self, source, steps: int, width: int) -> None:
+        self.inner = source
+        self.steps = int(steps)
+        self.width = int(width)
+        self._blocks = list(source.blocks(self.steps, self.width))
+
+    def n_steps(self, requested: int) -> int:
+        return self.steps
+
+    def blocks(self, steps: int, width: int):
+        if steps != self.steps or width > self.width:
+            raise ValueError(
+                f"this cached pool holds {self.steps} steps x width {self.width}; asked for {steps} x {width}"
+            )
+        for start, block in self._blocks:
+            if width == self.width:
+                yield start, block
+            elif isinstance(block, np.ndarray):
+                yield start, block[:, :, :width]
+            else:
+                yield start, [b[:, :width] for b in block]

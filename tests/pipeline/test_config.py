@@ -1,0 +1,96 @@
+"""Pipeline configs: the shipped ones are valid; bad ones fail naming the key."""
+
+import copy
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from sagc.pipeline.cells import sagc_config, train_cell_config
+from sagc.pipeline.config import ConfigError, load_config, prepare
+from sagc.pipeline.grid import Cell, Grid
+
+REPO = Path(__file__).resolve().parents[2]
+CONFIGS = sorted((REPO / "configs").glob("*.yaml"))
+
+
+@pytest.fixture(autouse=True)
+def _in_repo(monkeypatch):
+    monkeypatch.chdir(REPO)
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
+def test_shipped_configs_are_valid(path):
+    config = load_config(path)
+    assert config["name"] == path.stem
+
+
+def raw(name="default"):
+    return yaml.safe_load((REPO / "configs" / f"{name}.yaml").read_text())
+
+
+@pytest.mark.parametrize(
+    "mutate, expected",
+    [
+        (lambda c: c["train"].update(stepz=3), "config key 'train.stepz': unknown key"),
+        (lambda c: c["train"].update(steps="many"), "config key 'train.steps': 'many' is not of type 'integer'"),
+        (lambda c: c["train"].update(prompts_per_step=0), "config key 'train.prompts_per_step'"),
+        (lambda c: c.update(sizings=["g4", "g-8"]), "config key 'sizings.1'"),
+        (lambda c: c.update(algorithms=["ppo"]), "config key 'algorithms.0'"),
+        (lambda c: c["sagc"].update(delta=1.5), "config key 'sagc.delta'"),
+        (lambda c: c["sagc"].update(tau=1.0), "config key 'sagc.tau'"),
+        (lambda c: c.update(world="moon"), "config key 'world'"),
+        (lambda c: c.pop("train"), "'train' is a required property"),
+        (lambda c: c.update(sizings=["sagc-fast"]), "config key 'sizings': 'sagc-fast' needs 'sagc_variants.fast'"),
+        (lambda c: c["models"].update({"tiny-x": {}}), "config key 'models.tiny-x.arch'"),
+        (lambda c: c["sagc"].update(candidates=[4, 4, 8]), "config key 'sagc': SAGCConfig.candidates has duplicates"),
+        (lambda c: c.update(sagc_variants={"v": {"eta": -1}}, sizings=["sagc-v"]), "config key 'sagc_variants.v': SAGCConfig.eta"),
+    ],
+)
+def test_bad_config_names_file_and_key(mutate, expected):
+    config = raw()
+    mutate(config)
+    with pytest.raises(ConfigError) as err:
+        prepare(config, "configs/bad.yaml")
+    assert "configs/bad.yaml" in str(err.value)
+    assert expected in str(err.value)
+
+
+def test_hub_world_needs_hub_ids_and_a_dataset():
+    config = raw("paper")
+    config["models"]["qwen2.5-3b"] = {"arch": "qwen2"}
+    config["hub"] = {}
+    with pytest.raises(ConfigError) as err:
+        prepare(config, "paper.yaml")
+    assert "models.qwen2.5-3b.hub_id" in str(err.value)
+    assert "hub.train_dataset" in str(err.value)
+
+
+def test_invalid_config_fails_before_any_job(tmp_path):
+    config = raw("ci")
+    config["sagc"]["delta"] = 0
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(config))
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--cores", "1", "--configfile", str(bad),
+         "--directory", str(tmp_path)],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode != 0
+    out = proc.stdout + proc.stderr
+    assert "config key 'sagc.delta'" in out and str(bad) in out
+    assert not (tmp_path / "results").exists(), "no job may run on an invalid config"
+
+
+def test_fixed_cells_only_see_the_measurement_keys():
+    config = load_config(REPO / "configs" / "default.yaml")
+    assert set(sagc_config(config, "g16")) == {"tau", "scope"}
+    assert sagc_config(config, "sagc") == config["sagc"]
+    tuned = copy.deepcopy(config)
+    tuned["sagc"]["delta"] = 0.1
+    grid = Grid.from_config(config)
+    fixed, sagc = Cell("tiny-qwen2", "grpo", "g16", 0), Cell("tiny-qwen2", "grpo", "sagc", 0)
+    assert train_cell_config(config, grid, fixed) == train_cell_config(tuned, grid, fixed)
+    assert train_cell_config(config, grid, sagc) != train_cell_config(tuned, grid, sagc)

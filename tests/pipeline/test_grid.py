@@ -1,0 +1,31 @@
+import zlib
+
+from sagc.pipeline.grid import Cell, Grid
+
+
+def grid():
+    return Grid("default", ("tiny-qwen2", "tiny-llama"), ("grpo", "dapo"), ("g4", "g8", "g16", "sagc"), (0, 1))
+
+
+def test_cells_enumerate_the_product():
+    cells = list(grid().cells())
+    assert len(cells) == len(grid()) == 2 * 2 * 4 * 2
+    assert len({c.id for c in cells}) == len(cells)
+    assert cells[0].id == "tiny-qwen2/grpo/g4/seed0"
+
+
+def test_seeds_are_stable_hashes_of_the_cell():
+    cell = Cell("tiny-qwen2", "grpo", "sagc", 1)
+    assert cell.train_seed == zlib.crc32(b"tiny-qwen2/grpo/sagc/seed1") & 0x7FFFFFFF
+    assert cell.train_seed == Cell("tiny-qwen2", "grpo", "sagc", 1).train_seed
+    seeds = {c.train_seed for c in grid().cells()}
+    assert len(seeds) == len(grid()), "every cell gets its own stream"
+
+
+def test_layout():
+    g, c = grid(), Cell("tiny-llama", "dapo", "g16", 1)
+    assert g.train_dir(c) == "results/default/train/tiny-llama/dapo/g16/seed1"
+    assert g.eval_dir(c) == "results/default/eval/tiny-llama/dapo/g16/seed1"
+    assert g.base_eval_dir("tiny-llama") == "results/default/eval/tiny-llama/base"
+    assert g.tables_dir == "results/default/tables"
+    assert g.figures_dir == "paper_figures/default"

@@ -1,0 +1,128 @@
+# Config checks, the grid and the helpers every stage uses. Logic lives in sagc.pipeline.
+import os
+
+from sagc.pipeline import Grid
+from sagc.pipeline.cells import (
+    aggregate_grid,
+    base_model_path,
+    cli_flags,
+    eval_settings,
+    train_cell_config,
+)
+from sagc.pipeline.config import prepare
+from sagc.pipeline.env import configure_job_environment
+from sagc.pipeline.grid import Cell
+
+# Fails here, before any job, naming the file and the key.
+prepare(
+    config,
+    ", ".join(map(str, workflow.overwrite_configfiles)) or "configs/default.yaml",
+    schema_path=os.path.join(workflow.basedir, "workflow/schemas/config.schema.yaml"),
+)
+
+GRID = Grid.from_config(config)
+ROOT = GRID.root
+WORLD = config["world"]
+EVAL = eval_settings(config)
+EVAL_DATA_DIR = f"{ROOT}/data" if WORLD == "tiny" else f"{ROOT}/data/benchmarks"
+CELL_DIR = "{model}/{algo}/{sizing}/seed{seed}"
+
+configure_job_environment(workflow.basedir, ROOT, config["wandb"]["mode"])
+
+
+wildcard_constraints:
+    model="|".join(map(str, GRID.models)),
+    algo="|".join(GRID.algorithms),
+    sizing="|".join(GRID.sizings),
+    seed=r"\d+",
+
+
+def cell_of(wc):
+    return Cell(wc.model, wc.algo, wc.sizing, int(wc.seed))
+
+
+def res(rule_name, **defaults):
+    """Cluster resources of a rule: the config's `resources.<rule>` over the defaults."""
+    return {**defaults, **config.get("resources", {}).get(rule_name, {})}
+
+
+def world_reports():
+    """The tiny world's straggler measurement per base model (none for the hub world)."""
+    if WORLD != "tiny":
+        return []
+    return [f"{ROOT}/models/{m}/stragglers.json" for m in GRID.models]
+
+
+def eval_data():
+    """The local files the evaluation tasks read."""
+    if WORLD == "tiny":
+        return [f"{ROOT}/data/eval.jsonl", f"{ROOT}/data/heldout.jsonl"]
+    return [f"{ROOT}/data/benchmarks/staged.json"]
+
+
+def eval_args(model_dir, out_dir, cell_id):
+    """The flags of `python -m sagc.evaluate run` for one model."""
+    ev = EVAL
+    return cli_flags(
+        {
+            "model": model_dir,
+            "tasks": ",".join(ev["tasks"]),
+            "data_dir": EVAL_DATA_DIR,
+            "out": out_dir,
+            "backend": ev.get("backend", "hf"),
+            "cell": cell_id,
+            "limit": ev.get("limit"),
+            "max_gen_toks": ev.get("max_gen_toks"),
+            "batch_size": ev.get("batch_size"),
+            "temperature": ev.get("temperature"),
+            "top_p": ev.get("top_p"),
+            "tp": ev.get("tensor_parallel_size"),
+            "gpu_memory_utilization": ev.get("gpu_memory_utilization"),
+            "max_model_len": ev.get("max_model_len"),
+        }
+    )
+
+
+TABLES = ["efficiency", "downstream"]
+FIGURES = [
+    "straggler_rate",
+    "sagc_group_size",
+    "sagc_posterior",
+    "reward_vs_time",
+    "length_ratio",
+    "accuracy_vs_length",
+]
+
+
+def report_caption(name):
+    return f"../report/{name}.rst"
+
+
+def aggregate_outputs():
+    return (
+        [f"{GRID.tables_dir}/{t}.{ext}" for t in TABLES for ext in ("csv", "md", "tex")]
+        + [f"{GRID.tables_dir}/headline.md"]
+        + [f"{GRID.figures_dir}/{f}.{ext}" for f in FIGURES for ext in ("png", "pdf")]
+    )
+
+
+SIM_TABLES = ["summary.csv", "summary.json", "sweep.csv"]
+SIM_FIGURES = ["sim_sizing", "sim_sweep"]
+
+
+def simulate_config():
+    """The simulator config: the config's `simulate.config`, else the packaged one
+    calibrated to the paper's headline."""
+    from importlib.resources import files
+
+    return config["simulate"].get("config") or str(
+        files("sagc.simulate") / "configs" / "paper_calibrated.yaml"
+    )
+
+
+def simulate_outputs():
+    if not config["simulate"].get("enabled", True):
+        return []
+    return [f"{ROOT}/sim/{t}" for t in SIM_TABLES] + [
+        f"{GRID.figures_dir}/{f}.{ext}" for f in SIM_FIGURES for ext in ("png", "pdf")
+    ]

@@ -1,0 +1,72 @@
+# Stage 3, downstream evaluation with lm-eval: accuracy and output length per task.
+
+
+if WORLD == "hub":
+
+    rule stage_benchmarks:
+        """AIME 2024, AMC 2023 and GPQA-diamond, staged once to a local folder (needs the
+        network, a user-provided copy in hub.benchmark_source, and for GPQA a token)."""
+        output:
+            f"{ROOT}/data/benchmarks/staged.json",
+        params:
+            out=lambda wc, output: os.path.dirname(output[0]),
+            source=lambda wc: (
+                f"--source-dir {config['hub']['benchmark_source']}"
+                if config["hub"].get("benchmark_source")
+                else ""
+            ),
+        log:
+            f"{ROOT}/logs/stage_benchmarks.log",
+        conda:
+            "../../envs/eval.yaml"
+        shell:
+            "env -u HF_HUB_OFFLINE -u HF_DATASETS_OFFLINE python -m sagc.evaluate stage"
+            " --benchmarks aime24,amc23,gpqa_diamond --cache {params.out} {params.source}"
+            " > {log} 2>&1 && echo '{{\"cache\": \"{params.out}\"}}' > {output}"
+
+
+rule evaluate_cell:
+    """lm-eval on a trained cell's final model."""
+    input:
+        done=f"{ROOT}/train/{CELL_DIR}/done.json",
+        final=f"{ROOT}/train/{CELL_DIR}/final",
+        data=eval_data(),
+    output:
+        f"{ROOT}/eval/{CELL_DIR}/summary.json",
+    params:
+        args=lambda wc, input, output: eval_args(
+            input.final, os.path.dirname(output[0]), cell_of(wc).id
+        ),
+    threads: 1
+    resources:
+        **res("evaluate", mem_mb=3000, runtime=30),
+    log:
+        f"{ROOT}/logs/eval/{CELL_DIR}.log",
+    conda:
+        "../../envs/eval.yaml"
+    shell:
+        "python -m sagc.evaluate run {params.args} > {log} 2>&1"
+
+
+rule evaluate_base:
+    """lm-eval on a base model: the reference row of the downstream table."""
+    input:
+        base=GRID.base_model_json("{model}"),
+        data=eval_data(),
+    output:
+        f"{ROOT}/eval/{{model}}/base/summary.json",
+    params:
+        args=lambda wc, output: eval_args(
+            base_model_path(config, GRID, wc.model),
+            os.path.dirname(output[0]),
+            f"{wc.model}/base",
+        ),
+    threads: 1
+    resources:
+        **res("evaluate", mem_mb=3000, runtime=30),
+    log:
+        f"{ROOT}/logs/eval/{{model}}_base.log",
+    conda:
+        "../../envs/eval.yaml"
+    shell:
+        "python -m sagc.evaluate run {params.args} > {log} 2>&1"

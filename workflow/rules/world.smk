@@ -1,0 +1,116 @@
+# Stage 1, the world: base models and the prompts they are trained on.
+
+
+if WORLD == "tiny":
+
+    rule tiny_data:
+        """Synthetic multi-step arithmetic with step-by-step solutions whose length is
+        heavy-tailed: train / eval splits and a harder held-out split, from a seed."""
+        output:
+            train=f"{ROOT}/data/train.jsonl",
+            eval=f"{ROOT}/data/eval.jsonl",
+            heldout=f"{ROOT}/data/heldout.jsonl",
+        params:
+            out=lambda wc, output: os.path.dirname(output.train),
+            flags=cli_flags(config["tiny"]["data"]),
+        log:
+            f"{ROOT}/logs/tiny_data.log",
+        conda:
+            "../../envs/train.yaml"
+        shell:
+            "python -m sagc.tiny data --out {params.out} {params.flags} > {log} 2>&1"
+
+    rule tiny_tokenizer:
+        """A byte-level BPE tokenizer trained offline on the task text (eos/pad, ChatML)."""
+        input:
+            rules.tiny_data.output.train,
+        output:
+            directory(f"{ROOT}/data/tokenizer"),
+        params:
+            data=lambda wc, input: os.path.dirname(input[0]),
+        log:
+            f"{ROOT}/logs/tiny_tokenizer.log",
+        conda:
+            "../../envs/train.yaml"
+        shell:
+            "python -m sagc.tiny tokenizer --data {params.data} --out {output} > {log} 2>&1"
+
+    rule tiny_base_model:
+        """A tiny model of the paper model's architecture class, warm-started (SFT) on the
+        task's solutions: some accuracy to improve on, and a rambling tail to straggle."""
+        input:
+            data=rules.tiny_data.output.train,
+            tokenizer=rules.tiny_tokenizer.output,
+        output:
+            model=directory(f"{ROOT}/models/{{model}}/base"),
+            info=f"{ROOT}/models/{{model}}/base.json",
+        params:
+            data=lambda wc, input: os.path.dirname(input.data),
+            arch=lambda wc: config["models"][wc.model]["arch"],
+            seed=lambda wc: Cell(wc.model, "base", "base", 0).train_seed,
+            flags=cli_flags(config["tiny"]["model"]),
+        threads: 2
+        resources:
+            **res("tiny_base_model", mem_mb=4000, runtime=30),
+        log:
+            f"{ROOT}/logs/tiny_base_model_{{model}}.log",
+        conda:
+            "../../envs/train.yaml"
+        shell:
+            "python -m sagc.tiny base-model --arch {params.arch} --data {params.data}"
+            " --tokenizer {input.tokenizer} --out {output.model} --seed {params.seed}"
+            " --report {output.info} --threads {threads} {params.flags} > {log} 2>&1"
+
+    rule tiny_stragglers:
+        """How often a step straggles at each fixed G under the base model (the phenomenon
+        the grid measures), with the length distribution."""
+        input:
+            model=f"{ROOT}/models/{{model}}/base",
+            data=rules.tiny_data.output.train,
+        output:
+            f"{ROOT}/models/{{model}}/stragglers.json",
+        params:
+            data=lambda wc, input: os.path.dirname(input.data),
+            tau=config.get("sagc", {}).get("tau", 2.0),
+            prompts=config["train"]["prompts_per_step"],
+            flags=cli_flags(config["tiny"]["measure"]),
+        log:
+            f"{ROOT}/logs/tiny_stragglers_{{model}}.log",
+        conda:
+            "../../envs/train.yaml"
+        shell:
+            "python -m sagc.tiny measure --model {input.model} --data {params.data}"
+            " --tau {params.tau} --prompts-per-step {params.prompts} --out {output}"
+            " {params.flags} > {log} 2>&1"
+
+else:
+
+    rule stage_train_data:
+        """The RL training prompts of the paper config, converted once to the pipeline's
+        JSONL (prompt, answer). Needs the network or a cached copy (HF_HOME)."""
+        output:
+            f"{ROOT}/data/train.jsonl",
+        params:
+            dataset=config["hub"].get("train_dataset"),
+            split=config["hub"].get("train_split", "train"),
+            source=config["hub"].get("train_source"),
+        log:
+            f"{ROOT}/logs/stage_train_data.log",
+        conda:
+            "../../envs/train.yaml"
+        script:
+            "../scripts/stage_train_data.py"
+
+    rule resolve_hub_model:
+        """Check that the model is in the local cache (download it first with network)."""
+        output:
+            f"{ROOT}/models/{{model}}/base.json",
+        params:
+            hub_id=lambda wc: config["models"][wc.model]["hub_id"],
+            revision=lambda wc: config["models"][wc.model].get("revision", "main"),
+        log:
+            f"{ROOT}/logs/resolve_hub_model_{{model}}.log",
+        conda:
+            "../../envs/train.yaml"
+        script:
+            "../scripts/resolve_hub_model.py"
