@@ -1,12 +1,15 @@
 """Stable names of the per-step metrics that the trainer logs to W&B.
 
-The trainer (``sagc.train``) writes them, the aggregation (``sagc.aggregate``) and the
-simulator's replay read them: change a name here and both sides follow. One W&B history
-row is logged per optimizer step; ``STEP`` is the trainer's global step (1-based).
+The trainer (``sagc.train``) writes them, the aggregation (``sagc.aggregate``) reads them:
+change a name here and both sides follow. One W&B history row is logged per *rollout*
+step (one synchronous generate-score-update round); ``STEP`` counts them from 1. GRPO does
+one optimizer update per step; DAPO does several (its off-policy mini-batches), so TRL's
+optimizer step (and the checkpoint folder number) can be a multiple of ``STEP``. TRL's own
+metrics (KL, entropy, clip ratios, ...) are logged alongside under a ``trl/`` prefix.
 
 | name                         | meaning                                                        |
 |------------------------------|----------------------------------------------------------------|
-| ``step``                     | global training step (1-based)                                 |
+| ``step``                     | rollout step (1-based)                                         |
 | ``sagc/group_size``          | G used for this step's rollouts                                |
 | ``sagc/straggler``           | 1 if max/median completion length > tau, else 0                |
 | ``sagc/length_ratio``        | max/median completion length (scope as configured)             |

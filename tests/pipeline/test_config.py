@@ -47,6 +47,8 @@ def raw(name="default"):
         (lambda c: c["models"].update({"tiny-x": {}}), "config key 'models.tiny-x.arch'"),
         (lambda c: c["sagc"].update(candidates=[4, 4, 8]), "config key 'sagc': SAGCConfig.candidates has duplicates"),
         (lambda c: c.update(sagc_variants={"v": {"eta": -1}}, sizings=["sagc-v"]), "config key 'sagc_variants.v': SAGCConfig.eta"),
+        (lambda c: c["algorithm_overrides"].update(dapo={"epsilon_hi": 0.3}), "algorithm.epsilon_hi"),
+        (lambda c: c.update(rewards={"correctness": 1.0, "lenght": 0.1}), "lenght"),
     ],
 )
 def test_bad_config_names_file_and_key(mutate, expected):

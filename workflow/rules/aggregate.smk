@@ -1,45 +1,53 @@
 # Stage 4, the paper's tables and figures from the cells' W&B runs and eval summaries.
 
+
 rule aggregate:
     """Training efficiency (straggler rate, wall-clock, speed-up vs the largest fixed G,
     reward, mean G, padding efficiency, rollout share) and downstream accuracy / output
     length, mean +- std over seeds, with the figures of the paper."""
     input:
-        done=[f"{GRID.train_dir(c)}/done.json" for c in GRID.cells()],
-        cells=[f"{GRID.eval_dir(c)}/summary.json" for c in GRID.cells()],
-        base=[f"{GRID.base_eval_dir(m)}/summary.json" for m in GRID.models]
-        if EVAL.get("base_models", True)
-        else [],
+        aggregate_inputs(),
     output:
-        **{
-            f"{t}_{ext}": report(
-                f"{GRID.tables_dir}/{t}.{ext}",
+        tables=[
+            report(
+                f"{GRID.tables_dir}/{t}.md",
                 caption=report_caption(t),
                 category="Tables",
-                labels={"table": t, "format": ext},
+                labels={"table": t},
             )
-            for t in TABLES
-            for ext in ("csv", "md", "tex")
-        },
-        headline=report(
-            f"{GRID.tables_dir}/headline.md",
-            caption=report_caption("headline"),
-            category="Tables",
-            labels={"table": "headline", "format": "md"},
-        ),
-        **{
-            f"{f}_png": report(
+            for t in TABLE_NAMES
+        ]
+        + [
+            report(
+                f"{GRID.tables_dir}/headline.md",
+                caption=report_caption("headline"),
+                category="Tables",
+                labels={"table": "headline"},
+            ),
+            report(
+                f"{GRID.tables_dir}/missing.json",
+                caption=report_caption("missing"),
+                category="Tables",
+                labels={"table": "missing cells"},
+            ),
+        ],
+        figures=[
+            report(
                 f"{GRID.figures_dir}/{f}.png",
                 caption=report_caption(f),
                 category="Figures",
                 labels={"figure": f},
             )
-            for f in FIGURES
-        },
-        **{f"{f}_pdf": f"{GRID.figures_dir}/{f}.pdf" for f in FIGURES},
+            for f in FIGURE_NAMES
+        ],
+        other=[
+            f
+            for f in aggregate_outputs()
+            if not f.endswith((".md", "missing.json")) and not f.endswith(".png")
+        ],
         grid=f"{GRID.tables_dir}/grid.json",
     params:
-        grid=aggregate_grid(config, GRID),
+        grid=lambda wc: aggregate_grid(config, GRID),
     resources:
         **res("aggregate", mem_mb=4000, runtime=30),
     log:

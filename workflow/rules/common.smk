@@ -1,6 +1,12 @@
 # Config checks, the grid and the helpers every stage uses. Logic lives in sagc.pipeline.
 import os
 
+from sagc.aggregate.outputs import (
+    FIGURE_NAMES,
+    TABLE_NAMES,
+    figure_outputs,
+    table_outputs,
+)
 from sagc.pipeline import Grid
 from sagc.pipeline.cells import (
     aggregate_grid,
@@ -83,27 +89,25 @@ def eval_args(model_dir, out_dir, cell_id):
     )
 
 
-TABLES = ["efficiency", "downstream"]
-FIGURES = [
-    "straggler_rate",
-    "sagc_group_size",
-    "sagc_posterior",
-    "reward_vs_time",
-    "length_ratio",
-    "accuracy_vs_length",
-]
-
-
 def report_caption(name):
     return f"../report/{name}.rst"
 
 
 def aggregate_outputs():
-    return (
-        [f"{GRID.tables_dir}/{t}.{ext}" for t in TABLES for ext in ("csv", "md", "tex")]
-        + [f"{GRID.tables_dir}/headline.md"]
-        + [f"{GRID.figures_dir}/{f}.{ext}" for f in FIGURES for ext in ("png", "pdf")]
-    )
+    return table_outputs(GRID.tables_dir) + figure_outputs(GRID.figures_dir)
+
+
+def aggregate_inputs():
+    """Every cell's finished run and evaluation summary. With `aggregate.allow_partial`
+    only the ones present now: `snakemake aggregate` then tabulates what exists and marks
+    the rest as missing (after a `--keep-going` run in which some cells failed)."""
+    files = [f"{GRID.train_dir(c)}/done.json" for c in GRID.cells()]
+    files += [f"{GRID.eval_dir(c)}/summary.json" for c in GRID.cells()]
+    if EVAL.get("base_models", True):
+        files += [f"{GRID.base_eval_dir(m)}/summary.json" for m in GRID.models]
+    if config["aggregate"].get("allow_partial", False):
+        return [f for f in files if os.path.exists(f)]
+    return files
 
 
 SIM_TABLES = ["summary.csv", "summary.json", "sweep.csv"]

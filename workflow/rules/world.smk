@@ -59,7 +59,8 @@ if WORLD == "tiny":
         shell:
             "python -m sagc.tiny base-model --arch {params.arch} --data {params.data}"
             " --tokenizer {input.tokenizer} --out {output.model} --seed {params.seed}"
-            " --report {output.info} --threads {threads} {params.flags} > {log} 2>&1"
+            " --threads {threads} {params.flags} > {log} 2>&1"
+            " && cp {output.model}/build.json {output.info}"
 
     rule tiny_stragglers:
         """How often a step straggles at each fixed G under the base model (the phenomenon
@@ -71,8 +72,10 @@ if WORLD == "tiny":
             f"{ROOT}/models/{{model}}/stragglers.json",
         params:
             data=lambda wc, input: os.path.dirname(input.data),
-            tau=config.get("sagc", {}).get("tau", 2.0),
+            tau=config["sagc"].get("tau", 2.0),
             prompts=config["train"]["prompts_per_step"],
+            max_len=config["train"].get("max_completion_length", 160),
+            temperature=config["train"].get("temperature", 1.0),
             flags=cli_flags(config["tiny"]["measure"]),
         log:
             f"{ROOT}/logs/tiny_stragglers_{{model}}.log",
@@ -81,6 +84,7 @@ if WORLD == "tiny":
         shell:
             "python -m sagc.tiny measure --model {input.model} --data {params.data}"
             " --tau {params.tau} --prompts-per-step {params.prompts} --out {output}"
+            " --max-completion-length {params.max_len} --temperature {params.temperature}"
             " {params.flags} > {log} 2>&1"
 
 else:

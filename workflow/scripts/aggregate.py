@@ -2,9 +2,9 @@
 import json
 import sys
 
-from sagc.aggregate.cli import main
+from sagc.aggregate.__main__ import main
 
 sys.stderr = sys.stdout = open(snakemake.log[0], "w")
 with open(snakemake.output.grid, "w") as fh:
     json.dump(snakemake.params.grid, fh, indent=2)
-main(["--grid", snakemake.output.grid])
+sys.exit(main(["--grid", snakemake.output.grid]))

@@ -3,11 +3,11 @@ import json
 import sys
 from pathlib import Path
 
-from sagc.train.cli import main
+from sagc.train.run import main
 
 sys.stderr = sys.stdout = open(snakemake.log[0], "a")
 cell = snakemake.params.cell
 path = Path(cell["output_dir"]) / "cell.json"
 path.parent.mkdir(parents=True, exist_ok=True)
 path.write_text(json.dumps(cell, indent=2))
-main(["--config", str(path)])
+sys.exit(main(["--config", str(path)]))

@@ -53,7 +53,7 @@ def train_cell_config(config: dict[str, Any], grid: Grid, cell: Cell) -> dict[st
         },
         "model": {
             "path": base_model_path(config, grid, cell.model),
-            "revision": spec.get("revision"),
+            "revision": spec.get("revision") if config["world"] == "hub" else None,
             "tokenizer": None,
             "trust_remote_code": bool(spec.get("trust_remote_code", False)),
         },
@@ -92,6 +92,7 @@ def aggregate_grid(config: dict[str, Any], grid: Grid) -> dict[str, Any]:
         "time_unit": agg.get("time_unit", "s"),
         "last_k": agg.get("last_k", 5),
         "allow_partial": agg.get("allow_partial", False),
+        "tau": config.get("sagc", {}).get("tau", 2.0),
         "wandb": {
             "source": wb.get("source", "offline"),
             "entity": wb.get("entity"),
@@ -107,6 +108,7 @@ def aggregate_grid(config: dict[str, Any], grid: Grid) -> dict[str, Any]:
                 "seed": c.seed,
                 "train_dir": grid.train_dir(c),
                 "eval_summary": f"{grid.eval_dir(c)}/summary.json",
+                "max_steps": config["train"]["steps"],
             }
             for c in grid.cells()
         ],

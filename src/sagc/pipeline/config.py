@@ -105,4 +105,25 @@ def prepare(config: dict[str, Any], source: str, schema_path: Path | str = SCHEM
     check_schema(config, source, schema_path)
     validate(config, str(schema_path), set_default=True)
     check_semantics(config, source)
+    check_cells(config, source)
     return config
+
+
+def check_cells(config: dict[str, Any], source: str) -> None:
+    """Every training cell's resolved config passes the trainer's own validation (the
+    algorithm overrides, rewards, device keys the schema passes through). vLLM's presence
+    is checked by the job itself, so a GPU config still dry-runs on a laptop."""
+    from sagc.pipeline.cells import train_cell_config
+    from sagc.pipeline.grid import Grid
+    from sagc.train.config import TrainConfig
+
+    grid = Grid.from_config(config)
+    problems = {}
+    for cell in grid.cells():
+        try:
+            TrainConfig.from_dict(train_cell_config(config, grid, cell), check_vllm=False)
+        except ValueError as err:
+            problems.setdefault(str(err), []).append(cell.id)
+    if problems:
+        lines = [f"{msg} (cells: {', '.join(ids)})" for msg, ids in problems.items()]
+        raise ConfigError(f"{source}: invalid training config\n  " + "\n  ".join(lines))

@@ -1,0 +1,141 @@
+"""Gather every cell's run and evaluation summary, and say exactly what is missing.
+
+A cell is *complete* when (1) its W&B run exists, (2) training finished — offline: the
+cell's ``done.json`` exists (the trainer writes it last); online: the latest run's state is
+``finished`` — (3) it logged at least ``max_steps`` steps when the grid gives that bound,
+(4) every metric the efficiency table needs was logged, and (5) its evaluation summary
+exists. Anything else is recorded per cell, in words, in ``CellResult.missing``.
+
+Missing is not corrupt: a run file that does not parse, an evaluation summary that is not
+the documented JSON, or a run filed under the wrong cell raise at once (naming the file),
+whatever ``allow_partial`` says. ``collect`` itself never fails on missing cells; the
+caller (``sagc.aggregate.api.aggregate``) decides between ``MissingCellsError`` and
+tables that mark the cells as missing.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sagc import metrics
+from sagc.aggregate.errors import RunNotFoundError
+from sagc.aggregate.grid import BaseModel, Cell, Grid
+from sagc.aggregate.reader import OfflineReader, RunData, RunReader, make_reader
+from sagc.aggregate.stats import cell_stats, missing_metrics
+
+#: The file the trainer writes into the cell's train_dir when training is complete.
+DONE_FILE = "done.json"
+
+#: Fields of each task in an evaluation summary (see docs/architecture.md).
+EVAL_FIELDS = ("accuracy", "accuracy_stderr", "mean_output_tokens", "truncation_rate", "n_samples")
+
+
+@dataclass
+class CellResult:
+    cell: Cell
+    run: RunData | None = None
+    stats: dict[str, float] | None = None
+    eval: dict[str, dict[str, float]] | None = None
+    missing: list[str] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        return not self.missing
+
+
+@dataclass
+class BaseResult:
+    base: BaseModel
+    eval: dict[str, dict[str, float]] | None = None
+    missing: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Collected:
+    grid: Grid
+    cells: list[CellResult]
+    base: list[BaseResult]
+
+    def missing(self) -> dict[str, list[str]]:
+        """Cell id (or ``base:<model>``) -> what is missing, for every incomplete entry."""
+        out = {r.cell.id: r.missing for r in self.cells if r.missing}
+        out.update({f"base:{b.base.model}": b.missing for b in self.base if b.missing})
+        return out
+
+
+def read_eval_summary(path: str | Path) -> dict[str, dict[str, float]]:
+    """The ``tasks`` mapping of an evaluation summary, validated.
+
+    Raises ``FileNotFoundError`` when absent and ``ValueError`` naming the file and key
+    when the JSON does not have the documented shape.
+    """
+    path = Path(path)
+    try:
+        raw = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: evaluation summary is not valid JSON: {exc}") from exc
+    if not isinstance(raw, dict) or not isinstance(raw.get("tasks"), dict) or not raw["tasks"]:
+        raise ValueError(f"{path}: evaluation summary needs a non-empty object under key 'tasks'")
+    tasks: dict[str, dict[str, float]] = {}
+    for task, values in raw["tasks"].items():
+        if not isinstance(values, dict):
+            raise ValueError(f"{path}: tasks.{task} must be an object, got {values!r}")
+        row = {}
+        for key in EVAL_FIELDS:
+            v = values.get(key)
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise ValueError(f"{path}: tasks.{task}.{key} must be a number, got {v!r}")
+            row[key] = float(v)
+        tasks[task] = row
+    return tasks
+
+
+def _collect_cell(cell: Cell, reader: RunReader, grid: Grid) -> CellResult:
+    result = CellResult(cell)
+    try:
+        result.run = reader.read(cell)
+    except RunNotFoundError as exc:
+        result.missing.append(f"no W&B run ({exc})")
+    run = result.run
+    if run is not None:
+        if isinstance(reader, OfflineReader):
+            if not (Path(cell.train_dir) / DONE_FILE).is_file():
+                result.missing.append(f"training unfinished: no {DONE_FILE} in {cell.train_dir}")
+        elif not run.finished:
+            result.missing.append("training unfinished: the W&B run is not in state 'finished'")
+        if run.history.empty:
+            result.missing.append("the W&B run has no per-step history rows")
+        else:
+            last = int(run.history[metrics.STEP].max())
+            if cell.max_steps is not None and last < cell.max_steps:
+                result.missing.append(
+                    f"training unfinished: last logged step {last} of max_steps {cell.max_steps}"
+                )
+            lacking = missing_metrics(run.history)
+            if lacking:
+                result.missing.append(f"metric(s) never logged: {', '.join(lacking)}")
+            else:
+                result.stats = cell_stats(run.history, grid.last_k)
+    if Path(cell.eval_summary).is_file():
+        result.eval = read_eval_summary(cell.eval_summary)
+    else:
+        result.missing.append(f"evaluation summary not found: {cell.eval_summary}")
+    return result
+
+
+def collect(grid: Grid, reader: RunReader | None = None) -> Collected:
+    """Read every cell and base model of ``grid``; see the module docstring."""
+    reader = reader if reader is not None else make_reader(grid.wandb, grid.name)
+    cells = [_collect_cell(cell, reader, grid) for cell in grid.cells]
+    base = []
+    for b in grid.base:
+        res = BaseResult(b)
+        if Path(b.eval_summary).is_file():
+            res.eval = read_eval_summary(b.eval_summary)
+        else:
+            res.missing.append(f"evaluation summary not found: {b.eval_summary}")
+        base.append(res)
+    return Collected(grid, cells, base)
+

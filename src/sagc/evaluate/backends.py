@@ -1,0 +1,166 @@
+"""Model backends for lm-eval: HF transformers on CPU (tiny world) and vLLM (paper config).
+
+HF: the model is built as an lm-eval ``HFLM`` subclass that records the exact length of
+every generation (``sagc.evaluate.recorder``) and is handed the tokenizer *object* loaded
+from the model folder. Passing only the path would let lm-eval call ``AutoTokenizer``, which
+for a ``model_type=qwen2`` folder returns a ``Qwen2Tokenizer`` that swaps the saved
+pre-tokenizer (field notes): prompts would be tokenised differently from training.
+
+vLLM: not installed on CPU machines (it is the ``gpu`` extra). Asking for it fails before
+any model loads; ``vllm_model_args`` builds lm-eval's ``model_args`` string from the config
+keys (tensor parallel size, memory fraction, max model length) and is testable without vllm.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from typing import Any
+
+BACKENDS = ("hf", "vllm")
+
+
+def load_tokenizer(model_dir: Path):
+    """The tokenizer saved in ``model_dir``, as the class it was saved as.
+
+    A folder whose ``tokenizer_config.json`` names ``PreTrainedTokenizerFast`` (the tiny
+    world) is loaded with exactly that class; anything else (real Qwen / Llama checkpoints)
+    goes through ``AutoTokenizer``. Never ``trust_remote_code``.
+    """
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+    model_dir = Path(model_dir)
+    cfg_path = model_dir / "tokenizer_config.json"
+    if not cfg_path.is_file() and not (model_dir / "tokenizer.json").is_file():
+        raise FileNotFoundError(f"no tokenizer in model folder {model_dir} (tokenizer_config.json)")
+    saved_class = None
+    if cfg_path.is_file():
+        saved_class = json.loads(cfg_path.read_text(encoding="utf-8")).get("tokenizer_class")
+    if saved_class in (None, "PreTrainedTokenizerFast"):
+        tok = PreTrainedTokenizerFast.from_pretrained(str(model_dir))
+    else:
+        tok = AutoTokenizer.from_pretrained(str(model_dir), trust_remote_code=False)
+    if tok.pad_token_id is None:
+        if tok.eos_token_id is None:
+            raise ValueError(f"tokenizer in {model_dir} has neither a pad nor an eos token")
+        tok.pad_token = tok.eos_token  # batched generation needs padding
+    return tok
+
+
+def _eos_ids(model, tokenizer) -> list[int]:
+    ids: set[int] = set()
+    for source in (getattr(model, "generation_config", None), getattr(model, "config", None)):
+        value = getattr(source, "eos_token_id", None) if source is not None else None
+        if isinstance(value, int):
+            ids.add(value)
+        elif isinstance(value, (list, tuple)):
+            ids.update(int(v) for v in value)
+    if tokenizer.eos_token_id is not None:
+        ids.add(int(tokenizer.eos_token_id))
+    return sorted(ids)
+
+
+def make_hf_lm(
+    model_dir: Path,
+    recorder,
+    *,
+    batch_size: int = 8,
+    device: str = "cpu",
+    dtype: str = "float32",
+    max_length: int | None = None,
+):
+    """An lm-eval HF model for ``model_dir`` that files every generation in ``recorder``."""
+    from lm_eval.models.huggingface import HFLM
+    from lm_eval.models.utils import postprocess_generated_text
+
+    from sagc.evaluate.recorder import measure_generation
+
+    class RecordingHFLM(HFLM):
+        """HFLM that measures each generated row before lm-eval decodes and cuts it."""
+
+        def _model_generate(self, context, max_length, stop, **generation_kwargs):
+            out = super()._model_generate(context, max_length, stop, **generation_kwargs)
+            n_ctx = context.shape[1]
+            budget = max_length - n_ctx
+            eos = _eos_ids(self.model, self.tokenizer)
+            pad = self.tokenizer.pad_token_id
+
+            def raw_decode(toks):
+                return self.tokenizer.decode(toks, skip_special_tokens=False)
+
+            for row in out[:, n_ctx:].tolist():
+                record = measure_generation(
+                    row, budget=budget, eos_ids=eos, pad_id=pad, stop_strings=stop,
+                    decode=raw_decode,
+                )
+                # The exact string generate_until will return for this row (no think token).
+                text = postprocess_generated_text(self.tok_decode(row), stop, None)
+                recorder.add(text, record)
+            return out
+
+    model_dir = Path(model_dir)
+    if not (model_dir / "config.json").is_file():
+        raise FileNotFoundError(f"model folder {model_dir} has no config.json")
+    tokenizer = load_tokenizer(model_dir)
+    kwargs: dict[str, Any] = dict(
+        pretrained=str(model_dir),
+        tokenizer=tokenizer,
+        device=device,
+        dtype=dtype,
+        batch_size=int(batch_size),
+        trust_remote_code=False,
+    )
+    if max_length is not None:
+        kwargs["max_length"] = int(max_length)
+    return RecordingHFLM(**kwargs), tokenizer
+
+
+def vllm_available() -> bool:
+    return importlib.util.find_spec("vllm") is not None
+
+
+def require_vllm() -> None:
+    """Fail fast, before loading anything, when the vLLM backend cannot run here."""
+    if not vllm_available():
+        raise RuntimeError(
+            "backend 'vllm' needs the vllm package, which is not installed. Install the gpu "
+            "extra on a CUDA machine: pip install -e '.[gpu]' (or use --backend hf on CPU)."
+        )
+
+
+def vllm_model_args(
+    model_dir: Path,
+    *,
+    tensor_parallel_size: int = 1,
+    gpu_memory_utilization: float = 0.9,
+    max_model_len: int | None = None,
+    seed: int = 0,
+    dtype: str = "auto",
+) -> str:
+    """lm-eval's ``--model_args`` string for ``--model vllm``.
+
+    The tokenizer is the model folder's own (``tokenizer=<dir>``); vLLM's tokenizer loading
+    follows ``tokenizer_config.json`` for real checkpoints.
+    """
+    if int(tensor_parallel_size) < 1:
+        raise ValueError(f"tensor_parallel_size must be >= 1, got {tensor_parallel_size}")
+    if not 0 < float(gpu_memory_utilization) <= 1:
+        raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization}")
+    if max_model_len is not None and int(max_model_len) < 1:
+        raise ValueError(f"max_model_len must be >= 1, got {max_model_len}")
+    path = str(Path(model_dir))
+    if "," in path or "=" in path:
+        raise ValueError(f"model path {path!r} contains ',' or '=', which model_args cannot carry")
+    parts = [
+        f"pretrained={path}",
+        f"tokenizer={path}",
+        f"tensor_parallel_size={int(tensor_parallel_size)}",
+        f"gpu_memory_utilization={float(gpu_memory_utilization)}",
+        f"dtype={dtype}",
+        f"seed={int(seed)}",
+        "trust_remote_code=False",
+    ]
+    if max_model_len is not None:
+        parts.append(f"max_model_len={int(max_model_len)}")
+    return ",".join(parts)

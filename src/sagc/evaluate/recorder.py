@@ -1,0 +1,95 @@
+"""Exact output length and truncation of every generation, measured on the generated tokens.
+
+The paper reports that SAGC models answer with shorter outputs, so output length is a
+first-class metric. lm-eval only returns the decoded text (cut at the first stop
+sequence), and re-tokenising that text is not exact: a sampled model need not emit the
+canonical tokenisation (a barely trained tiny model almost never does), so re-encoding
+undercounts and hides truncated generations. The HF backend therefore measures each row of
+``model.generate``'s output directly (``measure_generation``) and files the figures under
+the exact string lm-eval will log for that row (``GenerationRecorder``); the summary looks
+them up from the samples. Backends that do not record fall back to re-tokenisation.
+
+Definitions (one place, used by the summary):
+
+* output tokens = tokens the model generated up to and including the one that completed
+  the first stop (EOS or a stop string): the decode steps that sample cost;
+* truncated = the generation used its whole ``max_gen_toks`` budget without a stop.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict, deque
+from dataclasses import dataclass
+from typing import Callable, Iterable, Sequence
+
+
+@dataclass(frozen=True)
+class GenerationRecord:
+    n_tokens: int
+    truncated: bool
+
+
+def measure_generation(
+    tokens: Sequence[int],
+    *,
+    budget: int,
+    eos_ids: Iterable[int],
+    pad_id: int | None,
+    stop_strings: Iterable[str],
+    decode: Callable[[Sequence[int]], str],
+) -> GenerationRecord:
+    """Length and truncation of one generated row (prompt already removed).
+
+    ``decode`` must keep special tokens so that stop strings spelled as special tokens
+    (``<|im_end|>``) are found. After a row stops, HF keeps padding it while other rows of
+    the batch generate; those trailing pads are not output.
+    """
+    tokens = list(tokens)
+    eos = set(int(i) for i in eos_ids)
+    end = len(tokens)
+    stopped = False
+    for i, tok in enumerate(tokens):
+        if tok in eos:
+            end, stopped = i + 1, True
+            break
+    if not stopped and pad_id is not None:
+        # A row the stopping criteria finished early is padded to the batch's length.
+        j = end
+        while j > 0 and tokens[j - 1] == pad_id:
+            j -= 1
+        if j < end:
+            end, stopped = j, True
+    stops = [s for s in stop_strings if s]
+    if stops and any(s in decode(tokens[:end]) for s in stops):
+        # Smallest prefix whose text contains a stop string (prefix text only grows).
+        lo, hi = 1, end
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if any(s in decode(tokens[:mid]) for s in stops):
+                hi = mid
+            else:
+                lo = mid + 1
+        end, stopped = lo, True
+    truncated = not stopped and len(tokens) >= budget
+    return GenerationRecord(n_tokens=end, truncated=truncated)
+
+
+class GenerationRecorder:
+    """Records keyed by the generation's final text, consumed in generation order.
+
+    Two generations with the same text usually have the same length; if not, they are
+    matched first-in first-out, which keeps totals exact for any one text.
+    """
+
+    def __init__(self) -> None:
+        self._by_text: dict[str, deque[GenerationRecord]] = defaultdict(deque)
+
+    def add(self, text: str, record: GenerationRecord) -> None:
+        self._by_text[text].append(record)
+
+    def take(self, text: str) -> GenerationRecord | None:
+        queue = self._by_text.get(text)
+        return queue.popleft() if queue else None
+
+    def __len__(self) -> int:
+        return sum(len(q) for q in self._by_text.values())

@@ -1,0 +1,213 @@
+"""Evaluate one model on a list of packaged tasks with ``lm_eval.simple_evaluate``.
+
+Output layout under ``out_dir``::
+
+    tasks/<task>.yaml          the effective task configs (absolute data paths, run settings)
+    lm_eval/.../results_<ts>.json, samples_<task>_<ts>.jsonl   lm-eval's own files
+    output_lengths.jsonl       one row per generation: task, doc, tokens, truncated
+    summary.json               the contract the aggregation reads (written last)
+
+One Python process runs every task (no subprocess per task). Evaluation is offline by
+construction: the Hub/datasets offline switches are set for the whole call, and data comes
+only from ``data_dir``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import shutil
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+from sagc.evaluate.backends import BACKENDS, make_hf_lm, require_vllm, vllm_model_args
+from sagc.evaluate.recorder import GenerationRecorder
+from sagc.evaluate.summary import measure_samples, task_summary, validate_summary, write_json_atomic
+from sagc.evaluate.taskcfg import GenerationOverrides, max_gen_toks_of, write_run_tasks
+
+log = logging.getLogger(__name__)
+
+OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+
+
+@contextlib.contextmanager
+def offline() -> Iterator[None]:
+    """Hold the Hugging Face offline switches for the duration of an evaluation.
+
+    The environment variables cover libraries imported later (and subprocesses such as
+    vLLM workers); ``huggingface_hub`` and ``datasets`` read them once at import, so their
+    module-level flags are set too when they are already imported (e.g. inside pytest).
+    """
+    saved_env = {k: os.environ.get(k) for k in OFFLINE_ENV}
+    os.environ.update(OFFLINE_ENV)
+    patched = []
+    for mod_name, attrs in (
+        ("huggingface_hub.constants", ("HF_HUB_OFFLINE",)),
+        ("datasets.config", ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")),
+    ):
+        mod = sys.modules.get(mod_name)
+        for attr in attrs:
+            if mod is not None and hasattr(mod, attr):
+                patched.append((mod, attr, getattr(mod, attr)))
+                setattr(mod, attr, True)
+    try:
+        yield
+    finally:
+        for mod, attr, value in patched:
+            setattr(mod, attr, value)
+        for k, v in saved_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@dataclass
+class EvalConfig:
+    """Everything one evaluation needs; the CLI maps its flags one to one onto these."""
+
+    model_dir: Path
+    tasks: list[str]
+    data_dir: Path
+    out_dir: Path
+    backend: str = "hf"
+    cell: str = ""
+    limit: int | None = None
+    generation: GenerationOverrides = field(default_factory=GenerationOverrides)
+    batch_size: int = 8
+    device: str = "cpu"
+    seed: int = 0
+    apply_chat_template: bool = False
+    # vLLM only
+    tensor_parallel_size: int = 1
+    gpu_memory_utilization: float = 0.9
+    max_model_len: int | None = None
+
+    def validate(self) -> "EvalConfig":
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
+        if self.limit is not None and self.limit < 1:
+            raise ValueError(f"limit must be >= 1, got {self.limit}")
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
+        if not Path(self.model_dir).is_dir():
+            raise FileNotFoundError(f"model folder {self.model_dir} does not exist")
+        if not Path(self.data_dir).is_dir():
+            raise FileNotFoundError(f"data folder {self.data_dir} does not exist")
+        return self
+
+
+def _model_label(model_dir: Path) -> str:
+    return str(Path(model_dir))
+
+
+def run_evaluation(cfg: EvalConfig, *, lm=None, tokenizer=None) -> dict:
+    """Run lm-eval for ``cfg`` and return the summary (also written to ``out/summary.json``).
+
+    ``lm`` / ``tokenizer``: an already built lm-eval model (e.g. a scripted one in tests)
+    and the tokenizer that counts its output; ``cfg.backend`` is then not used to build one.
+    """
+    cfg.validate()
+    if (lm is None) != (tokenizer is None):
+        raise ValueError("pass lm and tokenizer together")
+    if lm is None and cfg.backend == "vllm":
+        require_vllm()  # before any task or model is loaded
+    out = Path(cfg.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "summary.json").unlink(missing_ok=True)  # never leave a stale summary behind
+    configs = write_run_tasks(cfg.tasks, Path(cfg.data_dir), out / "tasks", cfg.generation)
+    lm_out = out / "lm_eval"
+    shutil.rmtree(lm_out, ignore_errors=True)  # one run's timestamped files, not a pile
+
+    with offline():
+        import lm_eval
+        from lm_eval.loggers import EvaluationTracker
+        from lm_eval.tasks import TaskManager
+
+        recorder = GenerationRecorder()
+        if lm is not None:
+            model, model_args = lm, ""
+            recorder = getattr(lm, "recorder", None)
+        elif cfg.backend == "hf":
+            model, tokenizer = make_hf_lm(
+                cfg.model_dir, recorder, batch_size=cfg.batch_size, device=cfg.device
+            )
+            model.recorder = recorder
+            model_args = f"pretrained={cfg.model_dir}"
+        else:
+            from sagc.evaluate.backends import load_tokenizer
+
+            model = "vllm"
+            model_args = vllm_model_args(
+                cfg.model_dir,
+                tensor_parallel_size=cfg.tensor_parallel_size,
+                gpu_memory_utilization=cfg.gpu_memory_utilization,
+                max_model_len=cfg.max_model_len,
+                seed=cfg.seed,
+            )
+            tokenizer = load_tokenizer(cfg.model_dir)
+            recorder = None  # vLLM lengths: re-tokenised (see sagc.evaluate.recorder)
+
+        task_manager = TaskManager(include_path=str(out / "tasks"), include_defaults=False)
+        tracker = EvaluationTracker(output_path=str(lm_out))
+        started = time.perf_counter()
+        results = lm_eval.simple_evaluate(
+            model=model,
+            model_args=model_args,
+            tasks=list(cfg.tasks),
+            batch_size="auto" if isinstance(model, str) and model == "vllm" else cfg.batch_size,
+            device=cfg.device if cfg.backend == "hf" else None,
+            limit=cfg.limit,
+            log_samples=True,
+            evaluation_tracker=tracker,
+            task_manager=task_manager,
+            apply_chat_template=cfg.apply_chat_template,
+            random_seed=cfg.seed,
+            numpy_random_seed=cfg.seed,
+            torch_random_seed=cfg.seed,
+            fewshot_random_seed=cfg.seed,
+        )
+        seconds = time.perf_counter() - started
+        if results is None:
+            raise RuntimeError("lm_eval.simple_evaluate returned no results (non-zero rank?)")
+        samples = results.pop("samples")
+        tracker.save_results_aggregated(results=results, samples=samples)
+        for task in results["configs"]:
+            tracker.save_results_samples(task_name=task, samples=samples[task])
+
+    summary = {"model": _model_label(cfg.model_dir), "cell": cfg.cell, "tasks": {}}
+    length_rows = []
+    for task in cfg.tasks:
+        rows = measure_samples(
+            sorted(samples[task], key=lambda s: s["doc_id"]),
+            recorder=recorder,
+            tokenizer=tokenizer,
+            max_gen_toks=max_gen_toks_of(configs[task]),
+        )
+        n_docs = int(results["n-samples"][task]["effective"])
+        summary["tasks"][task] = task_summary(results["results"][task], n_docs, rows)
+        length_rows += [{"task": task, **r} for r in rows]
+    with open(out / "output_lengths.jsonl", "w", encoding="utf-8") as fh:
+        for row in length_rows:
+            fh.write(json.dumps(row) + "\n")
+    write_json_atomic(
+        out / "run_info.json",
+        {
+            "backend": cfg.backend,
+            "model_args": model_args,
+            "seconds": round(seconds, 3),
+            "seed": cfg.seed,
+            "limit": cfg.limit,
+            "generation_overrides": asdict(cfg.generation),
+            "generation_kwargs": {t: configs[t]["generation_kwargs"] for t in cfg.tasks},
+            "repeats": {t: configs[t].get("repeats", 1) for t in cfg.tasks},
+            "length_sources": sorted({r["source"] for r in length_rows}),
+        },
+    )
+    write_json_atomic(out / "summary.json", validate_summary(summary))
+    return summary

@@ -1,0 +1,111 @@
+"""Scoring hooks that the task YAMLs register with lm-eval (``!function task_utils.<name>``).
+
+Every task (tiny world, AIME, AMC, GPQA) judges a generation with
+``sagc.answers.is_correct``: the same call the training reward makes, so a completion that
+earns reward during RL is exactly a completion that counts as correct here. Nothing in this
+module parses answers itself.
+
+Repeats: the paper tasks can draw ``repeats: k`` samples per problem. lm-eval's default
+filter keeps only the first sample, so the YAMLs register ``keep_all_samples`` as their
+filter and ``process_results`` scores the mean over all k (avg@k, an unbiased pass@1
+estimate); with ``repeats: 1`` it is plain accuracy.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from typing import Any, Iterable
+
+from sagc.answers import is_correct
+
+#: Name of the metric every task reports (lm-eval's results key is ``exact_match,<filter>``).
+METRIC = "exact_match"
+#: Name of the filter pipeline every task YAML declares.
+FILTER = "all_samples"
+
+#: Seed of the GPQA choice shuffle; part of the task definition (changing it changes the
+#: benchmark's letter assignment), so it is a constant and not a run option.
+GPQA_SHUFFLE_SEED = 0
+GPQA_LETTERS = ("A", "B", "C", "D")
+
+
+def keep_all_samples(resps: Iterable[list[str]], docs: Iterable[dict]) -> list[list[str]]:
+    """lm-eval ``custom`` filter: pass every repeat of every document through unchanged."""
+    return [list(r) for r in resps]
+
+
+def _reference(doc: dict) -> str:
+    if "answer" not in doc:
+        raise ValueError(f"task document has no 'answer' column (columns: {sorted(doc)})")
+    return str(doc["answer"])
+
+
+def process_results(doc: dict, results: list[Any]) -> dict[str, float]:
+    """Score one document: the fraction of its generations whose last ``\\boxed{}`` matches.
+
+    ``results`` holds one entry per request; with the ``keep_all_samples`` filter that
+    entry is the list of the document's k generations (a bare string is accepted too, for
+    tasks that keep lm-eval's default ``take_first`` filter).
+    """
+    generations: list[str] = []
+    for entry in results:
+        generations.extend([entry] if isinstance(entry, str) else list(entry))
+    if not generations:
+        raise ValueError("process_results got no generation for a document")
+    reference = _reference(doc)
+    score = sum(is_correct(g, reference) for g in generations) / len(generations)
+    return {METRIC: float(score)}
+
+
+# --------------------------------------------------------------------------- GPQA
+
+
+def _clean(text: Any) -> str:
+    """GPQA's own light clean-up of choice text (same as lm-eval's built-in task)."""
+    if text is None:
+        return " "
+    text = str(text).strip().replace(" [title]", ". ")
+    return re.sub(r"\s+", " ", text)
+
+
+def gpqa_choice_order(question_id: str, seed: int = GPQA_SHUFFLE_SEED) -> list[int]:
+    """Deterministic permutation of the four GPQA choices for one question.
+
+    lm-eval's built-in GPQA shuffles with the global ``random`` state, so the letter of the
+    correct answer depends on how many documents were processed before and on the datasets
+    cache. Here the order depends only on the question id: a private ``random.Random``
+    seeded with the string ``"<seed>:<id>"`` (string seeds are hashed with SHA-512, stable
+    across processes and Python versions). Index 3 is the correct answer.
+    """
+    order = [0, 1, 2, 3]
+    random.Random(f"{seed}:{question_id}").shuffle(order)
+    return order
+
+
+def process_gpqa_docs(dataset):
+    """lm-eval ``process_docs`` for GPQA: present the choices in a per-question fixed order.
+
+    Input columns are GPQA's own (``Record ID``, ``Question``, ``Correct Answer``,
+    ``Incorrect Answer 1..3``) as staged by ``sagc.evaluate stage``; adds ``choice1..4`` and
+    ``answer`` (the letter of the correct choice).
+    """
+    required = ["Record ID", "Question", "Correct Answer"] + [
+        f"Incorrect Answer {i}" for i in (1, 2, 3)
+    ]
+    missing = [c for c in required if c not in dataset.column_names]
+    if missing:
+        raise ValueError(f"GPQA data lacks column(s) {missing}; has {dataset.column_names}")
+
+    def _one(doc: dict) -> dict:
+        raw = [_clean(doc[f"Incorrect Answer {i}"]) for i in (1, 2, 3)]
+        raw.append(_clean(doc["Correct Answer"]))
+        order = gpqa_choice_order(str(doc["Record ID"]))
+        choices = [raw[i] for i in order]
+        letter = GPQA_LETTERS[order.index(3)]
+        out = {f"choice{k + 1}": c for k, c in enumerate(choices)}
+        out["question"] = _clean(doc["Question"])
+        out["answer"] = letter
+        return out
+
+    return dataset.map(_one)

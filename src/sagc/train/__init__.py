@@ -1,0 +1,25 @@
+"""The SAGC-enabled TRL trainer and the training-cell entry point (issue 4).
+
+- ``sagc.train.config``: the cell schema (``TrainConfig.from_dict``, ``load_config``);
+- ``sagc.train.presets``: GRPO / DAPO presets, step layout, ``GRPOConfig`` kwargs;
+- ``sagc.train.trainer``: ``SAGCGRPOTrainer`` (a ``trl.GRPOTrainer`` subclass);
+- ``sagc.train.run``: ``run_cell`` and ``python -m sagc.train --config CELL.json``.
+
+Importing this package is cheap; TRL is imported on first use of the trainer names.
+"""
+
+from sagc.train.config import TrainConfig, load_config
+
+__all__ = ["TrainConfig", "load_config", "SAGCGRPOTrainer", "SAGCTrainingArguments", "run_cell"]
+
+
+def __getattr__(name: str):
+    if name in ("SAGCGRPOTrainer", "SAGCTrainingArguments"):
+        from sagc.train import trainer
+
+        return getattr(trainer, name)
+    if name == "run_cell":
+        from sagc.train.run import run_cell
+
+        return run_cell
+    raise AttributeError(f"module 'sagc.train' has no attribute {name!r}")

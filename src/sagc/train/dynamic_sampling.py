@@ -1,0 +1,75 @@
+"""DAPO's dynamic sampling on top of TRL's scored batches (TRL has none).
+
+A prompt group whose rewards are all equal has zero advantage for every rollout: it costs
+generation and a forward/backward pass but moves nothing. DAPO drops such groups and fills
+the batch with groups of fresh prompts. Here each generation round is a full call of TRL's
+``_generate_and_score_completions`` (so old/ref log-probs and advantages come from TRL's own
+code), and the kept groups of all rounds are merged into one batch by ``merge_scored``.
+
+Advantages are group-relative (``scale_rewards`` "group" or "none"), so a group's
+advantages do not depend on which other groups share its round: merging is exact.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+#: Per-row tensors of TRL's scored batch, and how to pad them to a common width.
+_LEFT_PADDED = ("prompt_ids", "prompt_mask")
+_RIGHT_PADDED = ("completion_ids", "completion_mask", "old_per_token_logps", "ref_per_token_logps",
+                 "sampling_per_token_logps", "importance_sampling_ratio", "tool_mask")
+_ROW = ("advantages",)
+_SCALAR = ("num_items_in_batch",)
+
+
+def informative_groups(rewards: torch.Tensor, group_size: int, atol: float = 1e-6) -> torch.Tensor:
+    """Boolean mask over groups: True where the rewards are not all equal (NaN rows ignored)."""
+    if rewards.numel() % group_size:
+        raise ValueError(f"{rewards.numel()} rewards do not form groups of {group_size}")
+    grouped = rewards.detach().float().view(-1, group_size)
+    hi = torch.where(torch.isnan(grouped), torch.full_like(grouped, -torch.inf), grouped).max(dim=1).values
+    lo = torch.where(torch.isnan(grouped), torch.full_like(grouped, torch.inf), grouped).min(dim=1).values
+    return (hi - lo) > atol
+
+
+def _pad_to(t: torch.Tensor, width: int, value, left: bool) -> torch.Tensor:
+    if t.dim() < 2 or t.size(1) == width:
+        return t
+    pad = t.new_full((t.size(0), width - t.size(1)), value)
+    return torch.cat([pad, t] if left else [t, pad], dim=1)
+
+
+def merge_scored(parts: Sequence[tuple[dict, torch.Tensor]], pad_token_id: int) -> dict:
+    """Concatenate the selected rows of several scored batches into one.
+
+    ``parts``: ``(scored_batch, row_index)`` pairs. Token tensors are re-padded to the widest
+    part (prompts on the left, completions on the right, as TRL pads them);
+    ``num_items_in_batch`` is recomputed from the merged loss mask.
+    """
+    if not parts:
+        raise ValueError("merge_scored needs at least one part")
+    keys = set(parts[0][0])
+    for out, _ in parts[1:]:
+        if set(out) != keys:
+            raise ValueError(f"scored batches disagree on their keys: {sorted(keys)} vs {sorted(out)}")
+    unknown = keys - set(_LEFT_PADDED + _RIGHT_PADDED + _ROW + _SCALAR)
+    if unknown:
+        raise NotImplementedError(f"dynamic sampling cannot merge scored-batch keys {sorted(unknown)} "
+                                  "(multimodal or tool batches are not supported)")
+    merged: dict = {}
+    for key in keys - set(_SCALAR):
+        tensors = [out[key][idx] for out, idx in parts]
+        if key in _ROW:
+            merged[key] = torch.cat(tensors, dim=0)
+            continue
+        width = max(t.size(1) for t in tensors) if tensors[0].dim() > 1 else None
+        left = key in _LEFT_PADDED
+        value = pad_token_id if key in ("prompt_ids", "completion_ids") else (1 if key == "tool_mask" else 0)
+        merged[key] = torch.cat([_pad_to(t, width, value, left) if width else t for t in tensors], dim=0)
+    loss_mask = merged["completion_mask"]
+    if "tool_mask" in merged:
+        loss_mask = loss_mask * merged["tool_mask"]
+    merged["num_items_in_batch"] = loss_mask.sum()
+    return merged

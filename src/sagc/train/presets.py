@@ -1,0 +1,256 @@
+"""Algorithm presets (GRPO, DAPO) and the TRL ``GRPOConfig`` keyword arguments of a cell.
+
+Every value below is a default that a cell may override under ``algorithm.<key>``.
+
+GRPO (DeepSeekMath, arXiv 2402.03300):
+
+- ``loss_type="grpo"``: per-sequence mean of token losses, then mean over sequences.
+- ``epsilon=0.2`` (symmetric clip, ``epsilon_high`` = ``epsilon``).
+- ``scale_rewards="group"``: advantage = (r - mean_group) / (std_group + 1e-4).
+- ``beta=0.04``: the KL coefficient of the DeepSeekMath GRPO runs (k3 estimator against the
+  initial policy); TRL 1.16 defaults to 0.0, so the baseline must set it.
+- ``num_iterations=1``, ``minibatches=1``: one on-policy update per rollout (the paper's
+  vanilla synchronous loop); the clip only matters when these are raised.
+- no truncation masking, no dynamic sampling, no overlong punishment.
+
+DAPO (arXiv 2503.14476):
+
+- ``loss_type="dapo"``: token-level normalisation over the whole batch.
+- clip-higher: ``epsilon=0.2``, ``epsilon_high=0.28``.
+- off-policy reuse so that clip-higher acts: ``minibatches=2``: the rollout batch is split
+  in two mini-batches with one optimizer update each (as verl's ``ppo_mini_batch_size``), so
+  the second one is scored under a policy that already moved and its ratio departs from 1.
+  (The first mini-batch is on-policy; ``num_iterations>1`` adds full extra passes.)
+- ``mask_truncated_completions=True`` (overlong filtering).
+- soft overlong punishment (``trl.rewards.get_soft_overlong_punishment``) with
+  ``overlong_buffer`` = 20% of ``max_completion_length`` (DAPO: 4096 of 20480) and weight
+  ``overlong_weight=1.0``.
+- ``beta=0.0`` (no KL), ``scale_rewards="group"``.
+- dynamic sampling (``dynamic_sampling=True``): groups whose rewards are all equal carry no
+  gradient; they are dropped and refilled with fresh prompts, for at most
+  ``ds_max_rounds=3`` extra generation rounds per step (DAPO caps the generation batches
+  too). Implemented by ``SAGCGRPOTrainer``; TRL has no dynamic sampling.
+
+Step shape (``step_shapes``): a step holds ``P`` prompts x ``G`` rollouts (``P`` =
+``train.prompts_per_step``) or, with ``train.rollout_budget`` = B, ``P = B / G``. The
+rollout batch is split into ``minibatches x gradient_accumulation_steps`` equal micro-batches
+(TRL's ``steps_per_generation``); every split must divide for every G the cell can use,
+otherwise TRL's ``split_tensor_dict`` would silently drop rows: we refuse such a config.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+GRPO_PRESET: dict[str, Any] = dict(
+    loss_type="grpo", beta=0.04, epsilon=0.2, epsilon_high=None, scale_rewards="group",
+    num_iterations=1, minibatches=1, mask_truncated_completions=False,
+    dynamic_sampling=False, ds_max_rounds=0, overlong_buffer=None, overlong_weight=0.0,
+)  # fmt: skip
+
+DAPO_PRESET: dict[str, Any] = dict(
+    loss_type="dapo", beta=0.0, epsilon=0.2, epsilon_high=0.28, scale_rewards="group",
+    num_iterations=1, minibatches=2, mask_truncated_completions=True,
+    dynamic_sampling=True, ds_max_rounds=3, overlong_buffer=None, overlong_weight=1.0,
+)  # fmt: skip
+
+PRESETS = {"grpo": GRPO_PRESET, "dapo": DAPO_PRESET}
+
+#: Fraction of max_completion_length used as DAPO's soft-punishment buffer when unset.
+OVERLONG_BUFFER_FRACTION = 0.2
+
+
+@dataclass(frozen=True)
+class AlgorithmSettings:
+    """A preset with the cell's overrides applied: nothing is left to a library default."""
+
+    name: str
+    loss_type: str
+    beta: float
+    epsilon: float
+    epsilon_high: float | None
+    scale_rewards: str
+    num_iterations: int
+    minibatches: int
+    mask_truncated_completions: bool
+    dynamic_sampling: bool
+    ds_max_rounds: int
+    overlong_buffer: int | None
+    overlong_weight: float
+
+    @property
+    def uses_overlong_punishment(self) -> bool:
+        return self.overlong_weight > 0 and self.overlong_buffer is not None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def resolve_algorithm(section: Any, max_completion_length: int) -> AlgorithmSettings:
+    """Apply ``section``'s non-null keys (an ``AlgorithmSection`` or a dict) to its preset."""
+    values = section if isinstance(section, dict) else asdict(section)
+    name = values.get("name", "grpo")
+    if name not in PRESETS:
+        raise ValueError(f"algorithm.name must be one of {list(PRESETS)}, got {name!r}")
+    merged = dict(PRESETS[name])
+    for k, v in values.items():
+        if k == "name" or v is None:
+            continue
+        if k not in merged:
+            raise ValueError(f"unknown key algorithm.{k}")
+        merged[k] = v
+    if merged["overlong_weight"] > 0 and merged["overlong_buffer"] is None:
+        merged["overlong_buffer"] = max(1, round(OVERLONG_BUFFER_FRACTION * max_completion_length))
+    if merged["overlong_buffer"] is not None and merged["overlong_buffer"] > max_completion_length:
+        raise ValueError(
+            f"algorithm.overlong_buffer ({merged['overlong_buffer']}) must not exceed "
+            f"train.max_completion_length ({max_completion_length})"
+        )
+    if merged["epsilon_high"] is not None and merged["epsilon_high"] < merged["epsilon"]:
+        raise ValueError(
+            f"algorithm.epsilon_high ({merged['epsilon_high']}) must be >= algorithm.epsilon ({merged['epsilon']})"
+        )
+    return AlgorithmSettings(name=name, **merged)
+
+
+@dataclass(frozen=True)
+class StepShape:
+    """How a step at group size G is laid out (see the module docstring)."""
+
+    group_size: int
+    prompts: int
+    rollouts: int
+    micro_batch: int  # rollouts per forward/backward micro-batch
+
+
+@dataclass(frozen=True)
+class StepShapes:
+    shapes: dict[int, StepShape]
+    steps_per_generation: int  # TRL: micro-batches per rollout batch
+    gradient_accumulation_steps: int
+    updates_per_rollout: int  # optimizer steps per rollout step (minibatches x num_iterations)
+
+    @property
+    def max_rollouts(self) -> int:
+        return max(s.rollouts for s in self.shapes.values())
+
+    @property
+    def max_micro_batch(self) -> int:
+        return max(s.micro_batch for s in self.shapes.values())
+
+
+def step_shapes(train: Any, algo: AlgorithmSettings, group_sizes: tuple[int, ...]) -> StepShapes:
+    """Lay out every G of the cell; raise ``ValueError`` when a split would not divide."""
+    ga = train.gradient_accumulation_steps
+    spg = algo.minibatches * ga
+    shapes = {}
+    for g in sorted(group_sizes):
+        if train.rollout_budget is not None:
+            if train.rollout_budget % g:
+                raise ValueError(
+                    f"train.rollout_budget ({train.rollout_budget}) must be divisible by every group size "
+                    f"of the cell ({list(group_sizes)}); {g} does not divide it"
+                )
+            prompts = train.rollout_budget // g
+        else:
+            prompts = train.prompts_per_step
+        rollouts = prompts * g
+        if rollouts % spg:
+            raise ValueError(
+                f"a step at G={g} holds {rollouts} rollouts, which cannot be split into "
+                f"algorithm.minibatches x train.gradient_accumulation_steps = {algo.minibatches} x {ga} "
+                f"= {spg} equal micro-batches (TRL would drop the remainder); change train.prompts_per_step "
+                f"/ train.rollout_budget or the split"
+            )
+        shapes[g] = StepShape(group_size=g, prompts=prompts, rollouts=rollouts, micro_batch=rollouts // spg)
+    return StepShapes(
+        shapes=shapes,
+        steps_per_generation=spg,
+        gradient_accumulation_steps=ga,
+        updates_per_rollout=algo.minibatches * algo.num_iterations,
+    )
+
+
+def grpo_config_kwargs(cfg: Any, algo: AlgorithmSettings, shapes: StepShapes) -> dict[str, Any]:
+    """The ``trl.GRPOConfig`` keyword arguments of a cell (pure: testable without a GPU).
+
+    Sizing for a variable G: the per-device batch is the largest micro-batch (P x G_max /
+    steps_per_generation), so the generation batch TRL sizes its buffers for, and vLLM's
+    colocated ``max_num_seqs`` (= per_device_train_batch_size x tensor_parallel x
+    steps_per_generation in TRL 1.16), cover P x G_max rollouts: the largest step is
+    generated in one pass, not serialised. ``num_generations`` is G_max (the trainer sets the
+    step's own G before each rollout).
+    """
+    t, dev = cfg.train, cfg.device
+    u = shapes.updates_per_rollout
+    g_max = max(shapes.shapes)
+    kw: dict[str, Any] = dict(
+        output_dir=str(_checkpoint_dir(cfg.output_dir)),
+        seed=t.seed,
+        data_seed=t.seed,
+        max_steps=t.steps * u,
+        learning_rate=t.learning_rate,
+        lr_scheduler_type=t.lr_scheduler_type,
+        max_grad_norm=t.max_grad_norm,
+        per_device_train_batch_size=shapes.max_micro_batch,
+        gradient_accumulation_steps=shapes.gradient_accumulation_steps,
+        steps_per_generation=shapes.steps_per_generation,
+        num_generations=g_max,
+        max_completion_length=t.max_completion_length,
+        temperature=t.temperature,
+        top_p=t.top_p,
+        generation_kwargs=dict(t.generation_kwargs) or None,
+        # algorithm
+        loss_type=algo.loss_type,
+        beta=algo.beta,
+        epsilon=algo.epsilon,
+        epsilon_high=algo.epsilon_high,
+        scale_rewards=algo.scale_rewards,
+        num_iterations=algo.num_iterations,
+        mask_truncated_completions=algo.mask_truncated_completions,
+        # checkpoints: in optimizer steps, at rollout-step boundaries only
+        save_strategy="steps",
+        save_steps=t.save_steps * u,
+        save_total_limit=t.save_total_limit,
+        save_only_model=False,
+        # our own per-step W&B row replaces TRL's logging (see trainer.py)
+        report_to="none",
+        logging_strategy="steps",
+        logging_steps=1,
+        disable_tqdm=True,
+        log_completions=False,
+        shuffle_dataset=t.shuffle,
+        disable_dropout=True,
+        remove_unused_columns=False,
+        dataloader_num_workers=0,
+        # device
+        use_cpu=dev.use_cpu,
+        bf16=dev.bf16,
+        gradient_checkpointing=dev.gradient_checkpointing,
+        use_vllm=dev.use_vllm,
+        model_init_kwargs={"trust_remote_code": cfg.model.trust_remote_code,
+                           "dtype": "bfloat16" if dev.bf16 else "float32",
+                           **({"revision": cfg.model.revision} if cfg.model.revision else {})},
+        trust_remote_code=cfg.model.trust_remote_code,
+    )
+    if dev.use_vllm:
+        kw.update(
+            vllm_mode=dev.vllm_mode,
+            vllm_gpu_memory_utilization=dev.vllm_gpu_memory_utilization,
+            vllm_tensor_parallel_size=dev.vllm_tensor_parallel_size,
+            vllm_max_model_length=t.max_prompt_length + t.max_completion_length,
+        )
+    return kw
+
+
+def vllm_max_num_seqs(kwargs: dict[str, Any]) -> int:
+    """What TRL 1.16 passes to vLLM as ``max_num_seqs`` for these GRPOConfig kwargs."""
+    return (kwargs["per_device_train_batch_size"] * kwargs.get("vllm_tensor_parallel_size", 1)
+            * kwargs["steps_per_generation"])
+
+
+def _checkpoint_dir(output_dir: str):
+    from pathlib import Path
+
+    return Path(output_dir) / "checkpoints"

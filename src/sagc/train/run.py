@@ -1,0 +1,298 @@
+"""Run one training cell: ``python -m sagc.train --config CELL.json`` (JSON or YAML).
+
+Order of work, so that a bad cell fails in a second and a killed one resumes:
+
+1. validate the config (``TrainConfig``; vLLM requested but missing fails here);
+2. check the model is reachable (a local folder, or a hub id in the local cache when
+   ``HF_HUB_OFFLINE=1``) and load the tokenizer and the training JSONL;
+3. if ``<output_dir>/done.json`` exists the cell is finished: nothing to do;
+4. resume from the newest complete checkpoint under ``<output_dir>/checkpoints`` if any;
+5. train, save ``<output_dir>/final`` (model + tokenizer), write ``done.json`` last.
+
+Outputs: ``final/``, ``checkpoints/checkpoint-<update>/`` (TRL's + ``sagc_state.json``; the
+number is TRL's optimizer step = step x updates_per_rollout), the W&B run under
+``wandb.dir`` (default ``<output_dir>/wandb``), ``wandb_run_id``, ``done.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+from sagc.train.config import TrainConfig, load_config
+
+log = logging.getLogger("sagc.train")
+
+DONE_FILE = "done.json"
+LENGTHS_FILE = "lengths.jsonl"
+TINY_EOS, TINY_PAD = "<|endoftext|>", "<|pad|>"
+
+
+# -- environment and inputs ---------------------------------------------------------------
+
+
+def set_job_env(cfg: TrainConfig) -> Path:
+    """Per-cell environment: W&B mode and directory, no stats, quiet tokenizers."""
+    wandb_dir = Path(cfg.wandb.dir) if cfg.wandb.dir else Path(cfg.output_dir) / "wandb"
+    os.environ["WANDB_MODE"] = cfg.wandb.mode
+    os.environ["WANDB_DIR"] = str(wandb_dir)
+    os.environ.setdefault("WANDB_X_DISABLE_STATS", "true")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("MPLCONFIGDIR", str(Path(cfg.output_dir) / ".mplconfig"))
+    return wandb_dir
+
+
+def check_model_source(path: str) -> None:
+    """A local model folder, or a hub id that is cached when running offline."""
+    p = Path(path)
+    looks_local = p.is_absolute() or path.startswith(".") or path.count("/") != 1 or p.exists()
+    if looks_local:
+        if not (p / "config.json").is_file():
+            raise ValueError(f"model.path {path} is not a model folder (no config.json)")
+        return
+    from huggingface_hub import constants, try_to_load_from_cache
+
+    offline = constants.HF_HUB_OFFLINE or os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
+    if offline and not isinstance(try_to_load_from_cache(path, "config.json"), str):
+        raise ValueError(f"model {path} is not in the local cache; run with network or set HF_HOME")
+
+
+def _is_tiny_tokenizer(folder: Path) -> bool:
+    cfg_path = folder / "tokenizer_config.json"
+    if not (folder / "tokenizer.json").is_file() or not cfg_path.is_file():
+        return False
+    cfg = json.loads(cfg_path.read_text())
+    return (cfg.get("tokenizer_class") == "PreTrainedTokenizerFast"
+            and cfg.get("eos_token") == TINY_EOS and cfg.get("pad_token") == TINY_PAD)
+
+
+def load_tokenizer(cfg: TrainConfig):
+    """The tiny world's loader for a tiny-world folder (AutoTokenizer would swap in a
+    Qwen2Tokenizer with another pre-tokenizer: field notes), else ``AutoTokenizer``."""
+    src = cfg.model.tokenizer or cfg.model.path
+    if Path(src).is_dir() and _is_tiny_tokenizer(Path(src)):
+        from sagc.tiny.tokenizer import load_tokenizer as tiny_load
+
+        tok = tiny_load(Path(src))
+    else:
+        from transformers import AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(src, trust_remote_code=cfg.model.trust_remote_code,
+                                            revision=cfg.model.revision)
+    tok.padding_side = "left"
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    return tok
+
+
+def load_prompts(cfg: TrainConfig, tokenizer):
+    """The training JSONL as a ``datasets.Dataset``; prompts longer than
+    ``train.max_prompt_length`` tokens are left out (counted in done.json)."""
+    from datasets import Dataset
+
+    path = Path(cfg.data.train)
+    if not path.is_file():
+        raise ValueError(f"data.train file {path} does not exist")
+    rows = []
+    with path.open() as f:
+        for i, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{path}:{i}: not valid JSON ({e})") from None
+            prompt = row.get(cfg.data.prompt_column) if isinstance(row, dict) else None
+            if not isinstance(prompt, str) or not prompt:
+                raise ValueError(f"{path}:{i}: no string column {cfg.data.prompt_column!r}")
+            if cfg.data.prompt_column != "prompt":
+                row["prompt"] = row.pop(cfg.data.prompt_column)
+            rows.append(row)
+    if not rows:
+        raise ValueError(f"data.train file {path} holds no rows")
+    if "correctness" in cfg.rewards and any("answer" not in r for r in rows):
+        raise ValueError(f"{path}: the correctness reward needs an 'answer' column in every row")
+    lengths = [len(ids) for ids in tokenizer([r["prompt"] for r in rows])["input_ids"]]
+    kept = [r for r, n in zip(rows, lengths) if n <= cfg.train.max_prompt_length]
+    if not kept:
+        raise ValueError(f"{path}: every prompt is longer than train.max_prompt_length="
+                         f"{cfg.train.max_prompt_length} tokens")
+    if len(kept) < len(rows):
+        warnings.warn(f"{len(rows) - len(kept)} of {len(rows)} prompts exceed train.max_prompt_length="
+                      f"{cfg.train.max_prompt_length} tokens and are left out", RuntimeWarning, stacklevel=2)
+    return Dataset.from_list(kept), len(rows) - len(kept)
+
+
+# -- the run ------------------------------------------------------------------------------
+
+
+def build_trainer(cfg: TrainConfig, *, callbacks: list | None = None, step_logger: Any = None,
+                  reward_funcs: list | None = None, reward_weights: list[float] | None = None,
+                  trainer_cls: type | None = None):
+    """Everything but ``train()``: tokenizer, data, rewards, sizer and the trainer.
+
+    ``reward_funcs`` / ``reward_weights`` replace the registry's rewards (the preset's
+    overlong punishment is still appended); ``trainer_cls`` a ``SAGCGRPOTrainer`` subclass.
+    """
+    from trl import GRPOConfig
+
+    from sagc.controller import make_group_sizer
+    from sagc.train.presets import grpo_config_kwargs, resolve_algorithm, step_shapes
+    from sagc.train.rewards import build_reward_funcs
+    from sagc.train.trainer import SAGCGRPOTrainer, SAGCTrainingArguments
+
+    check_model_source(cfg.model.path)
+    tokenizer = load_tokenizer(cfg)
+    dataset, n_filtered = load_prompts(cfg, tokenizer)
+    algo = resolve_algorithm(cfg.algorithm, cfg.train.max_completion_length)
+    shapes = step_shapes(cfg.train, algo, cfg.sizing.group_sizes())
+    args = GRPOConfig(**grpo_config_kwargs(cfg, algo, shapes))
+    funcs, weights, _names = build_reward_funcs(cfg.rewards, algo, cfg.train.max_completion_length)
+    if reward_funcs is not None:
+        n_registry = len(cfg.rewards)
+        funcs = list(reward_funcs) + funcs[n_registry:]
+        weights = list(reward_weights or [1.0] * len(reward_funcs)) + weights[n_registry:]
+    args.reward_weights = weights
+    sizer = make_group_sizer(cfg.sizing.name, cfg.sizing.sagc_config(cfg.train.seed), seed=cfg.train.seed)
+    trainer = (trainer_cls or SAGCGRPOTrainer)(
+        model=cfg.model.path,
+        reward_funcs=funcs,
+        args=args,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        group_sizer=sizer,
+        sagc_args=SAGCTrainingArguments(
+            prompts_per_step=cfg.train.prompts_per_step,
+            rollout_budget=cfg.train.rollout_budget,
+            dynamic_sampling=algo.dynamic_sampling,
+            ds_max_rounds=algo.ds_max_rounds,
+        ),
+        step_logger=step_logger,
+        callbacks=callbacks,
+    )
+    trainer.prompts_filtered = n_filtered
+    trainer.algorithm_settings = algo
+    return trainer
+
+
+def summarize_history(history: list[dict]) -> dict:
+    """Straggler rate, mean G, rollout share of step time, ... of a finished run."""
+    import numpy as np
+
+    if not history:
+        return {"steps": 0}
+    step_s = float(sum(h["step_s"] for h in history))
+    rollout_s = float(sum(h["rollout_s"] for h in history))
+    return {
+        "steps": len(history),
+        "wallclock_s": float(history[-1]["wallclock_s"]),
+        "straggler_rate": float(np.mean([h["straggler"] for h in history])),
+        "mean_group_size": float(np.mean([h["group_size"] for h in history])),
+        "rollout_share": rollout_s / step_s if step_s > 0 else float("nan"),
+        "reward_mean": float(np.nanmean([h["reward_mean"] for h in history])),
+        "reward_mean_last5": float(np.nanmean([h["reward_mean"] for h in history[-5:]])),
+        "group_sizes": [int(h["group_size"]) for h in history],
+        "stragglers": [bool(h["straggler"]) for h in history],
+    }
+
+
+def write_length_trace(path: Path, trace: list[dict]) -> None:
+    """Every step's completion lengths grouped by prompt, in the simulator's trace format
+    (``sagc.simulate.sources.read_trace``), so a recorded run can be replayed with any
+    controller."""
+    import numpy as np
+
+    from sagc.simulate.sources import TraceStep, write_trace
+
+    write_trace(path, [
+        TraceStep(t["step"], t["group_size"], tuple(np.asarray(g) for g in t["lengths"]), t["straggler"])
+        for t in trace
+    ])  # fmt: skip
+
+
+def run_cell(cfg: TrainConfig, *, callbacks: list | None = None) -> dict:
+    """Train one cell (resuming if a checkpoint exists) and return done.json's content."""
+    out = Path(cfg.output_dir)
+    done_path = out / DONE_FILE
+    if done_path.is_file():
+        log.info("%s exists: cell %s is finished", done_path, cfg.cell.id)
+        return json.loads(done_path.read_text())
+    out.mkdir(parents=True, exist_ok=True)
+    wandb_dir = set_job_env(cfg)
+    if cfg.train.torch_threads is not None:
+        import torch
+
+        torch.set_num_threads(cfg.train.torch_threads)
+
+    from sagc.train.trainer import latest_complete_checkpoint
+    from sagc.train.wandb_log import StepLogger, run_id_for
+
+    checkpoint = latest_complete_checkpoint(out / "checkpoints")
+    run_config = {**{k: getattr(cfg.cell, k) for k in ("config_name", "model", "algorithm", "sizing", "seed")},
+                  "cell_id": cfg.cell.id, "config": cfg.to_dict()}
+    # Validate and load everything before W&B starts, so a bad cell leaves no run behind.
+    trainer = build_trainer(cfg, callbacks=callbacks)
+    run_config["algorithm_settings"] = trainer.algorithm_settings.to_dict()
+    logger = StepLogger(
+        mode=cfg.wandb.mode, project=cfg.wandb.project, entity=cfg.wandb.entity,
+        group=cfg.wandb.group, name=cfg.wandb.name or cfg.cell.id,
+        run_id=run_id_for(out, resuming=checkpoint is not None), directory=wandb_dir, config=run_config,
+    )  # fmt: skip
+    trainer.step_logger = logger
+    try:
+        trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+        final = out / "final"
+        trainer.save_model(str(final))
+        if _is_tiny_tokenizer(Path(cfg.model.tokenizer or cfg.model.path)):
+            from sagc.tiny.tokenizer import save_tokenizer
+
+            save_tokenizer(trainer.processing_class, final)  # keeps tokenizer_class explicit
+        else:
+            trainer.processing_class.save_pretrained(final)
+        write_length_trace(out / LENGTHS_FILE, trainer.length_trace)
+        done = {
+            "cell": cfg.cell.id,
+            **summarize_history(trainer.history),
+            "updates": trainer.state.global_step,
+            "updates_per_step": trainer.updates_per_rollout,
+            "resumed_from": str(checkpoint) if checkpoint else None,
+            "prompts_filtered": trainer.prompts_filtered,
+            "final_dir": str(final),
+            "history": trainer.history,
+        }
+        tmp = done_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(done, indent=1) + "\n")
+        os.replace(tmp, done_path)
+    except BaseException:
+        logger.finish(exit_code=1)
+        raise
+    logger.finish()
+    return done
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m sagc.train", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", required=True, help="cell config (JSON or YAML)")
+    ns = parser.parse_args(argv)
+    # A cell job owns its wandb-core service: one inherited from a parent process would
+    # still hold the run id of a killed attempt and refuse the resumed run ("run ID in use").
+    os.environ.pop("WANDB_SERVICE", None)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    try:
+        cfg = load_config(ns.config)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    try:
+        done = run_cell(cfg)
+    except ValueError as e:
+        print(f"error: {cfg.cell.id}: {e}", file=sys.stderr)
+        return 2
+    print(json.dumps({k: v for k, v in done.items() if k != "history"}))
+    return 0

@@ -1,0 +1,506 @@
+"""``SAGCGRPOTrainer``: TRL's ``GRPOTrainer`` with a group size G chosen before every step.
+
+What changes against TRL 1.16 (and why; see ../shared/docs/field-notes.md):
+
+* **Step = one synchronous rollout.** Before a step's rollout the trainer asks its group
+  sizer (``FixedGroupSize`` or ``SAGCController``) for G, draws the step's prompts from its
+  own seeded ``PromptStream`` (P fixed, or P = budget / G), repeats each prompt G times,
+  sets ``self.num_generations = G`` and hands the rows to TRL's own
+  ``_generate_and_score_completions``: generation, old/ref log-probs, rewards and the
+  group-relative advantages (``rewards.view(-1, G)``) are TRL's code, run with that G.
+  A step feeds ``updates_per_rollout`` optimizer updates (TRL's ``steps_per_generation /
+  gradient_accumulation_steps`` mini-batches, times ``num_iterations``); the trainer's
+  ``step`` counts rollouts, TRL's ``global_step`` counts updates.
+* **Lengths for the controller.** ``_generate`` is wrapped: the raw per-completion token
+  counts (EOS-trimmed, truncated rows at the cap: the stragglers) and the generation time
+  are recorded, grouped by prompt, and reported to the sizer with ``observe`` once the step's
+  rollouts (all dynamic-sampling rounds) are done. ``completion_mask`` is not used: with
+  ``mask_truncated_completions`` it is zero for exactly the truncated rows.
+* **Dynamic sampling** (DAPO): groups whose rewards are all equal are dropped and refilled
+  with fresh prompts for at most ``ds_max_rounds`` extra rounds (see dynamic_sampling.py).
+  If the cap is hit, the batch is completed with dropped groups (zero advantage, so no
+  policy gradient) to keep exactly P x G rows; their count is in ``history``.
+* **No silent drops.** Every layout is checked at construction for every candidate G, and
+  each step asserts its row count before TRL's ``split_tensor_dict`` (which would drop a
+  remainder).
+* **Logging.** One row per step through ``step_logger`` (names from ``sagc.metrics``),
+  plus TRL's own per-update metrics averaged over the step under ``trl/``. TRL's
+  ``report_to`` is expected to be "none".
+* **Exact resume.** ``sagc_state.json`` in every checkpoint holds the sizer state (its RNG
+  included), the prompt-stream position, the cumulative wall-clock and the per-step history
+  and logged rows (re-logged on resume: a killed offline run may not have flushed them);
+  TRL restores weights, optimizer, scheduler and RNG. Checkpoints only fall on step
+  boundaries, so a resumed run regenerates exactly the rollouts the killed one would have.
+
+Single process only (one device, vLLM colocated or HF generate): the prompt stream and
+dynamic sampling are not sharded across ranks.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset as TorchDataset
+from transformers import TrainerCallback
+from transformers.trainer_callback import PrinterCallback, ProgressCallback
+from trl import GRPOConfig, GRPOTrainer
+
+from sagc import metrics as M
+from sagc.controller import StepRecord
+from sagc.lengths import as_groups, padding_efficiency, true_median
+from sagc.train.config import require_vllm
+from sagc.train.dynamic_sampling import informative_groups, merge_scored
+from sagc.train.prompts import PromptStream
+
+log = logging.getLogger("sagc.train")
+
+STATE_FILE = "sagc_state.json"
+STATE_VERSION = 1
+#: Prefix of TRL's own per-update metrics in our per-step row (e.g. ``trl/kl``).
+TRL_METRIC_PREFIX = "trl/"
+
+
+@dataclass(frozen=True)
+class SAGCTrainingArguments:
+    """What the step needs beyond ``GRPOConfig``.
+
+    ``prompts_per_step``: P, fixed (the paper's default), or ``rollout_budget``: P = budget/G.
+    ``dynamic_sampling`` / ``ds_max_rounds``: DAPO's filter, at most that many extra rounds.
+    """
+
+    prompts_per_step: int | None = 4
+    rollout_budget: int | None = None
+    dynamic_sampling: bool = False
+    ds_max_rounds: int = 3
+
+    def prompts_for(self, group_size: int) -> int:
+        if self.rollout_budget is not None:
+            return self.rollout_budget // group_size
+        return int(self.prompts_per_step)
+
+
+@dataclass
+class _StepInProgress:
+    """Everything measured while one step runs (its rollout rounds and its updates)."""
+
+    step: int
+    group_size: int
+    length_groups: list = field(default_factory=list)
+    truncated: list = field(default_factory=list)
+    rewards: list = field(default_factory=list)
+    gen_seconds: float = 0.0
+    ds_rounds: int = 0
+    ds_dropped: int = 0
+    ds_filled: int = 0
+    ds_seconds: float = 0.0
+    n_prompts: int = 0
+    n_rollouts: int = 0
+    record: StepRecord | None = None
+    update_losses: list = field(default_factory=list)
+    trl_metrics: list = field(default_factory=list)
+
+
+class _Tickets(TorchDataset):
+    """The data loader's items: one per micro-step. Prompts come from the prompt stream;
+    the loader only drives TRL's loop (and lets its resume skip consumed micro-steps)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> dict:
+        return {"ticket": i}
+
+
+def _identity(batch):
+    return batch
+
+
+class _StepBoundary(TrainerCallback):
+    def __init__(self, trainer: "SAGCGRPOTrainer") -> None:
+        self.trainer = trainer
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.trainer._on_update_end()
+
+
+class SAGCGRPOTrainer(GRPOTrainer):
+    """GRPO/DAPO with a per-step group size from ``group_sizer`` (see module docstring).
+
+    Args beyond ``GRPOTrainer``'s: ``group_sizer`` (a ``sagc.controller.GroupSizer``),
+    ``sagc_args`` (``SAGCTrainingArguments``), ``step_logger`` (anything with
+    ``log(row, step)``, e.g. ``sagc.train.wandb_log.StepLogger``; optional).
+    ``args.max_steps`` counts optimizer updates: steps x ``updates_per_rollout``.
+    """
+
+    def __init__(
+        self,
+        model,
+        reward_funcs,
+        args: GRPOConfig,
+        train_dataset,
+        *,
+        group_sizer,
+        sagc_args: SAGCTrainingArguments | None = None,
+        step_logger: Any = None,
+        processing_class=None,
+        callbacks: list | None = None,
+        **kwargs,
+    ) -> None:
+        sagc_args = sagc_args or SAGCTrainingArguments()
+        # Everything below is checked before TRL loads any model.
+        if args.use_vllm:
+            require_vllm()
+        if args.world_size != 1:
+            raise ValueError("SAGCGRPOTrainer runs in a single process (one device); got world_size="
+                             f"{args.world_size}")
+        if args.max_steps is None or args.max_steps <= 0:
+            raise ValueError("SAGCGRPOTrainer needs args.max_steps > 0 (optimizer updates)")
+        ga, spg = args.gradient_accumulation_steps, args.steps_per_generation
+        if spg % ga:
+            raise ValueError(f"steps_per_generation ({spg}) must be a multiple of gradient_accumulation_steps ({ga})")
+        self.updates_per_rollout = (spg // ga) * args.num_iterations
+        u = self.updates_per_rollout
+        if args.max_steps % u:
+            raise ValueError(f"args.max_steps ({args.max_steps}) must be a multiple of the updates per step ({u})")
+        if _value(args.save_strategy) == "steps" and args.save_steps and (args.save_steps % u):
+            raise ValueError(
+                f"args.save_steps ({args.save_steps}) must be a multiple of the updates per step ({u}): "
+                "a checkpoint inside a step could not be resumed exactly"
+            )
+        if (sagc_args.prompts_per_step is None) == (sagc_args.rollout_budget is None):
+            raise ValueError("set exactly one of sagc_args.prompts_per_step and sagc_args.rollout_budget")
+        self.group_sizer = group_sizer
+        self.sagc_args = sagc_args
+        self.group_sizes = tuple(sorted(int(g) for g in group_sizer.candidates))
+        for g in self.group_sizes:
+            if sagc_args.rollout_budget is not None and sagc_args.rollout_budget % g:
+                raise ValueError(f"rollout_budget ({sagc_args.rollout_budget}) is not divisible by G={g}")
+            rows = sagc_args.prompts_for(g) * g
+            if rows < 1 or rows % spg:
+                raise ValueError(
+                    f"a step at G={g} has {rows} rollouts, not divisible into steps_per_generation={spg} "
+                    "micro-batches: TRL would silently drop the remainder"
+                )
+        if args.logging_steps != 1 or _value(args.logging_strategy) != "steps":
+            # TRL clears its metric buffers in log(); one log per update keeps them per-update.
+            args.logging_strategy = "steps"
+            args.logging_steps = 1
+        if train_dataset is None or not hasattr(train_dataset, "__getitem__") or len(train_dataset) == 0:
+            raise ValueError("SAGCGRPOTrainer needs a non-empty map-style train_dataset")
+        if "prompt" not in train_dataset.column_names:
+            raise ValueError(f"train_dataset has no 'prompt' column (columns: {train_dataset.column_names})")
+
+        super().__init__(
+            model=model,
+            reward_funcs=reward_funcs,
+            args=args,
+            train_dataset=train_dataset,
+            processing_class=processing_class,
+            callbacks=callbacks,
+            **kwargs,
+        )
+        self.prompt_stream = PromptStream(len(train_dataset), seed=args.seed, shuffle=args.shuffle_dataset)
+        self.step_logger = step_logger
+        self.history: list[dict] = []  # one summary per finished step (done.json)
+        # Per-step lengths grouped by prompt (lengths.jsonl): what the simulator replays.
+        self.length_trace: list[dict] = []
+        self.rows: list[dict] = []  # the logged row of every finished step (replayed on resume)
+        self.wallclock_s = 0.0
+        self._current: _StepInProgress | None = None
+        self._step_t0: float | None = None
+        self._update_loss = 0.0
+        self.add_callback(_StepBoundary(self))
+        # One concise line per step (below) instead of TRL's per-update dict printing.
+        for cb in (PrinterCallback, ProgressCallback):
+            self.remove_callback(cb)
+
+    # -- data: a ticket per micro-step; prompts come from the stream --------------------
+
+    def get_train_dataloader(self):
+        n = self.args.max_steps * self.args.gradient_accumulation_steps
+        return DataLoader(_Tickets(n), batch_size=1, shuffle=False, collate_fn=_identity)
+
+    def _draw_rows(self, n_prompts: int, group_size: int) -> list[dict]:
+        idx = self.prompt_stream.take(n_prompts)
+        rows = [dict(self.train_dataset[i]) for i in idx]
+        # Copies, not references: TRL may write extra fields into each row.
+        return [dict(r) for r in rows for _ in range(group_size)]
+
+    @property
+    def step(self) -> int:
+        """Finished steps (rollouts), restored on resume."""
+        return self.state.global_step // self.updates_per_rollout
+
+    # -- the rollout of one step -----------------------------------------------------------
+
+    def training_step(self, model, inputs, num_items_in_batch):
+        if self._step_t0 is None:
+            self._step_t0 = time.perf_counter()  # first micro-step of a new step
+        loss = super().training_step(model, inputs, num_items_in_batch)
+        self._update_loss += float(loss.detach().float().item())
+        return loss
+
+    def _generate(self, prompts: list):
+        t0 = time.perf_counter()
+        result = super()._generate(prompts)
+        dt = time.perf_counter() - t0
+        cur = self._current
+        if self.model.training and cur is not None:
+            completion_ids = result[1]
+            stop = {*self.eos_token_ids, self._tokenizer.pad_token_id}
+            lengths = [len(ids) for ids in completion_ids]
+            trunc = [bool(ids) and ids[-1] not in stop for ids in completion_ids]
+            g = self.num_generations
+            if len(lengths) % g:
+                raise RuntimeError(f"{len(lengths)} completions do not form groups of G={g}")
+            cur.length_groups.extend(lengths[i : i + g] for i in range(0, len(lengths), g))
+            cur.truncated.extend(trunc)
+            cur.gen_seconds += dt
+        return result
+
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        if self.model.training and self._current is not None:
+            w = self.reward_weights.to(rewards_per_func.device)
+            total = (rewards_per_func * w.unsqueeze(0)).nansum(dim=1)
+            total[torch.isnan(rewards_per_func).all(dim=1)] = torch.nan
+            self._current.rewards.append(total.detach().cpu())
+        return rewards_per_func
+
+    def _score_round(self, n_prompts: int, group_size: int) -> tuple[dict, torch.Tensor]:
+        rows = self._draw_rows(n_prompts, group_size)
+        n_before = len(self._current.rewards)
+        scored = super()._generate_and_score_completions(rows)
+        if len(self._current.rewards) != n_before + 1:
+            raise RuntimeError("expected exactly one reward computation per generation round")
+        return scored, self._current.rewards[-1]
+
+    def _generate_and_score_completions(self, inputs):
+        if not self.model.training:
+            return super()._generate_and_score_completions(inputs)
+        g = int(self.group_sizer.next_group_size())
+        if g not in self.group_sizes:
+            raise RuntimeError(f"group sizer returned G={g}, not one of its candidates {self.group_sizes}")
+        p = self.sagc_args.prompts_for(g)
+        self.num_generations = g
+        cur = self._current = _StepInProgress(step=self.step + 1, group_size=g)
+
+        scored, rewards = self._score_round(p, g)
+        if self.sagc_args.dynamic_sampling:
+            scored = self._dynamic_sampling(scored, rewards, p, g)
+        n_rows = int(scored["advantages"].shape[0])
+        if n_rows != p * g or n_rows % self.args.steps_per_generation:
+            raise RuntimeError(
+                f"step {cur.step}: {n_rows} rollouts for P={p}, G={g}, steps_per_generation="
+                f"{self.args.steps_per_generation}: refusing a split that would drop rows"
+            )
+        cur.n_prompts, cur.n_rollouts = p, n_rows
+        cur.record = self.group_sizer.observe(cur.length_groups)
+        return scored
+
+    def _dynamic_sampling(self, scored: dict, rewards: torch.Tensor, p: int, g: int) -> dict:
+        cur = self._current
+        keep = informative_groups(rewards, g)
+        parts, spare = [(scored, _rows(keep, g))], [(scored, _rows(~keep, g))]
+        kept, cur.ds_dropped = int(keep.sum()), int((~keep).sum())
+        while kept < p and cur.ds_rounds < self.sagc_args.ds_max_rounds:
+            cur.ds_rounds += 1
+            gen_before = cur.gen_seconds
+            out, r = self._score_round(p - kept, g)
+            cur.ds_seconds += cur.gen_seconds - gen_before
+            keep = informative_groups(r, g)
+            parts.append((out, _rows(keep, g)))
+            spare.append((out, _rows(~keep, g)))
+            kept += int(keep.sum())
+            cur.ds_dropped += int((~keep).sum())
+        if kept < p:
+            # Cap reached: complete the batch with dropped groups (zero advantage) so the
+            # step keeps P x G rows and every split divides; most recent rounds first.
+            need = p - kept
+            for out, idx in reversed(spare):
+                take = idx[: min(need, idx.numel() // g) * g]
+                if take.numel():
+                    parts.append((out, take))
+                    need -= take.numel() // g
+                if need == 0:
+                    break
+            cur.ds_filled = p - kept
+        if len(parts) == 1 or (cur.ds_rounds == 0 and cur.ds_filled == 0 and cur.ds_dropped == 0):
+            return scored
+        parts = [(o, i) for o, i in parts if i.numel()]
+        return merge_scored(parts, pad_token_id=self._tokenizer.pad_token_id)
+
+    # -- step boundary: metrics, history, logging ---------------------------------------
+
+    def _on_update_end(self) -> None:
+        cur = self._current
+        if cur is None:
+            return
+        cur.update_losses.append(self._update_loss)
+        self._update_loss = 0.0
+        snap = {}
+        for k, v in self._metrics["train"].items():
+            vals = [x for x in v if isinstance(x, (int, float)) and not math.isnan(x)]
+            if vals:
+                snap[k] = float(np.mean(vals))
+        cur.trl_metrics.append(snap)
+        if self.state.global_step % self.updates_per_rollout == 0:
+            self._finish_step()
+
+    def _finish_step(self) -> None:
+        cur = self._current
+        step_s = time.perf_counter() - self._step_t0
+        self.wallclock_s += step_s
+        row = self.step_metrics(cur, step_s)
+        self.history.append({
+            "step": cur.step, "group_size": cur.group_size,
+            "straggler": bool(cur.record.straggler), "ratio": cur.record.ratio,
+            "step_s": step_s, "rollout_s": cur.gen_seconds, "wallclock_s": self.wallclock_s,
+            "reward_mean": row[M.REWARD_MEAN], "length_max": row[M.LENGTH_MAX],
+            "length_median": row[M.LENGTH_MEDIAN], "prompts": cur.n_prompts, "rollouts": cur.n_rollouts,
+            "ds_rounds": cur.ds_rounds, "ds_dropped_groups": cur.ds_dropped,
+            "ds_filled_groups": cur.ds_filled, "loss": row[M.LOSS],
+        })  # fmt: skip
+        self.rows.append(row)
+        self.length_trace.append({
+            "step": cur.step, "group_size": cur.group_size,
+            "lengths": [[int(x) for x in g] for g in cur.length_groups],
+            "straggler": bool(cur.record.straggler),
+        })  # fmt: skip
+        log.info("step %d/%d G=%d prompts=%d straggler=%d ratio=%.2f rollout_s=%.2f step_s=%.2f "
+                 "reward=%.3f loss=%.4g", cur.step, self.args.max_steps // self.updates_per_rollout,
+                 cur.group_size, cur.n_prompts, int(cur.record.straggler), cur.record.ratio,
+                 cur.gen_seconds, step_s, row[M.REWARD_MEAN], row[M.LOSS])
+        if self.step_logger is not None:
+            self.step_logger.log(row, step=cur.step)
+        self._current = None
+        self._step_t0 = None
+
+    def step_metrics(self, cur: _StepInProgress, step_s: float) -> dict[str, float]:
+        """The W&B row of a finished step (names from ``sagc.metrics``)."""
+        groups = as_groups(cur.length_groups)
+        flat = np.concatenate(groups)
+        rewards = torch.cat(cur.rewards).double().numpy()
+        rewards = rewards[~np.isnan(rewards)]
+        rec = cur.record
+        row: dict[str, float] = {
+            M.STEP: cur.step,
+            M.GROUP_SIZE: cur.group_size,
+            M.STRAGGLER: int(rec.straggler),
+            M.LENGTH_RATIO: rec.ratio,
+            M.STRAGGLER_RATE: rec.straggler_rate,
+            M.ROLLOUT_SECONDS: cur.gen_seconds,
+            M.STEP_SECONDS: step_s,
+            M.WALLCLOCK_SECONDS: self.wallclock_s,
+            M.TOKENS_GENERATED: int(flat.sum()),
+            M.PADDING_EFFICIENCY: padding_efficiency(groups),
+            # Sample std, as TRL's reward_std (nanstd with Bessel's correction).
+            M.REWARD_MEAN: float(rewards.mean()) if rewards.size else math.nan,
+            M.REWARD_STD: float(rewards.std(ddof=1)) if rewards.size > 1 else 0.0,
+            M.LENGTH_MEAN: float(flat.mean()),
+            M.LENGTH_MEDIAN: true_median(flat),
+            M.LENGTH_MAX: float(flat.max()),
+            M.TRUNCATED_FRAC: float(np.mean(cur.truncated)),
+            M.N_PROMPTS: cur.n_prompts,
+            M.N_ROLLOUTS: cur.n_rollouts,
+            M.LOSS: float(np.mean(cur.update_losses)) if cur.update_losses else math.nan,
+        }
+        if rec.lambda_ is not None:
+            row[M.LAMBDA] = rec.lambda_
+            for g, m in rec.posterior_mean.items():
+                row[M.posterior_mean_key(g)] = m
+        if self.sagc_args.dynamic_sampling:
+            row[M.DS_ROUNDS] = cur.ds_rounds
+            row[M.DS_DROPPED_GROUPS] = cur.ds_dropped
+            row[M.DS_SECONDS] = cur.ds_seconds
+        keys = sorted({k for snap in cur.trl_metrics for k in snap})
+        for k in keys:
+            vals = [snap[k] for snap in cur.trl_metrics if k in snap]
+            row[TRL_METRIC_PREFIX + k] = float(np.mean(vals))
+        return row
+
+    # -- checkpoints -------------------------------------------------------------------------
+
+    def sagc_state(self) -> dict:
+        return {
+            "version": STATE_VERSION,
+            "step": self.step,
+            "group_sizer": self.group_sizer.state_dict(),
+            "prompt_stream": self.prompt_stream.state_dict(),
+            "wallclock_s": self.wallclock_s,
+            "history": self.history,
+            "rows": self.rows,
+            "length_trace": self.length_trace,
+        }
+
+    def load_sagc_state(self, state: dict) -> None:
+        if state.get("version") != STATE_VERSION:
+            raise ValueError(f"unsupported {STATE_FILE} version {state.get('version')!r}")
+        self.group_sizer.load_state_dict(state["group_sizer"])
+        self.prompt_stream.load_state_dict(state["prompt_stream"])
+        self.wallclock_s = float(state["wallclock_s"])
+        self.history = list(state["history"])
+        self.rows = list(state.get("rows", []))
+        self.length_trace = list(state.get("length_trace", []))
+        if self.step_logger is not None:
+            # An offline run killed mid-way may not have flushed its rows (wandb-core buffers
+            # them): the resumed segment re-logs every step up to the checkpoint, so it holds
+            # the whole history by itself (segments merge by step, later wins).
+            for row in self.rows:
+                self.step_logger.log(row, step=int(row[M.STEP]))
+
+    def _save_checkpoint(self, model, trial):
+        if self._current is not None:
+            raise RuntimeError("checkpoint requested inside a step: save_steps must fall on step boundaries")
+        super()._save_checkpoint(model, trial)
+        if self.args.should_save:
+            folder = Path(self._get_output_dir(trial=trial)) / f"checkpoint-{self.state.global_step}"
+            tmp = folder / (STATE_FILE + ".tmp")
+            tmp.write_text(json.dumps(self.sagc_state()))
+            os.replace(tmp, folder / STATE_FILE)  # written last: marks the checkpoint complete
+
+    def _load_optimizer_and_scheduler(self, checkpoint):
+        super()._load_optimizer_and_scheduler(checkpoint)
+        if checkpoint is None:
+            return
+        path = Path(checkpoint) / STATE_FILE
+        if not path.is_file():
+            raise ValueError(f"checkpoint {checkpoint} has no {STATE_FILE}: it was not written by "
+                             "SAGCGRPOTrainer or is incomplete")
+        self.load_sagc_state(json.loads(path.read_text()))
+
+
+def _value(option) -> str:
+    """The string of a TrainingArguments enum option (``IntervalStrategy.STEPS`` -> "steps")."""
+    return str(getattr(option, "value", option))
+
+
+def _rows(group_mask: torch.Tensor, g: int) -> torch.Tensor:
+    """Row indices of the groups selected by ``group_mask`` (groups are G contiguous rows)."""
+    groups = torch.nonzero(group_mask, as_tuple=False).flatten()
+    return (groups.unsqueeze(1) * g + torch.arange(g)).flatten()
+
+
+def latest_complete_checkpoint(checkpoint_dir: Path) -> Path | None:
+    """The newest ``checkpoint-<n>`` that holds ``sagc_state.json`` (written last)."""
+    checkpoint_dir = Path(checkpoint_dir)
+    if not checkpoint_dir.is_dir():
+        return None
+    found = []
+    for d in checkpoint_dir.glob("checkpoint-*"):
+        suffix = d.name.split("-", 1)[1]
+        if suffix.isdigit() and (d / STATE_FILE).is_file():
+            found.append((int(suffix), d))
+    return max(found)[1] if found else None

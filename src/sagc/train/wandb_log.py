@@ -1,0 +1,67 @@
+"""One W&B run per training cell, one history row per step, keyed by ``step``.
+
+Offline by default (``WANDB_MODE=offline``): the run is a ``run-*.wandb`` file under the
+cell's own ``WANDB_DIR``. The run id is created once per cell and stored in
+``<output_dir>/wandb_run_id``; a resumed job reuses it (offline: a second run file with the
+same id; the aggregation merges segments by ``step``, later rows win). Side effects that
+wandb has outside ``WANDB_DIR`` are switched off (system stats, console capture, code
+and machine metadata).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+from typing import Any
+
+RUN_ID_FILE = "wandb_run_id"
+
+
+def run_id_for(output_dir: Path, resuming: bool) -> str:
+    """The cell's W&B run id: reused when resuming, a fresh one for a fresh start."""
+    path = Path(output_dir) / RUN_ID_FILE
+    if resuming and path.is_file():
+        rid = path.read_text().strip()
+        if rid:
+            return rid
+    rid = uuid.uuid4().hex[:12]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(rid + "\n")
+    return rid
+
+
+class StepLogger:
+    """Thin wrapper over a ``wandb`` run; ``mode="disabled"`` logs nothing (still validated)."""
+
+    def __init__(self, *, mode: str, project: str, run_id: str, directory: Path,
+                 entity: str | None = None, group: str | None = None, name: str | None = None,
+                 config: dict | None = None) -> None:
+        self.mode = mode
+        self.run = None
+        if mode == "disabled":
+            return
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        os.environ["WANDB_DIR"] = str(directory)
+        os.environ.setdefault("WANDB_X_DISABLE_STATS", "true")
+        os.environ.setdefault("WANDB_SILENT", "true")
+        import wandb
+
+        settings = wandb.Settings(
+            x_disable_stats=True, x_disable_meta=True, x_disable_machine_info=True,
+            console="off", silent=True, save_code=False,
+        )  # fmt: skip
+        self.run = wandb.init(
+            mode=mode, project=project, entity=entity, group=group, name=name, id=run_id,
+            resume="allow", dir=str(directory), config=config or {}, settings=settings,
+        )  # fmt: skip
+
+    def log(self, row: dict[str, Any], step: int) -> None:
+        if self.run is not None:
+            self.run.log(row, step=int(step))
+
+    def finish(self, exit_code: int = 0) -> None:
+        if self.run is not None:
+            self.run.finish(exit_code=exit_code)
+            self.run = None

@@ -1,0 +1,121 @@
+"""Tables from known synthetic runs equal values computed by hand (see conftest.CELL_SPECS)."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from sagc.aggregate.api import aggregate
+from sagc.aggregate.collect import collect
+from sagc.aggregate.grid import parse_grid
+from sagc.aggregate.outputs import table_files, table_outputs
+from sagc.aggregate.tables import downstream_table, efficiency_table, headline_lines
+
+SQRT2 = math.sqrt(2)
+
+
+@pytest.fixture(scope="module")
+def collected(synthetic_world):
+    root, grid = synthetic_world
+    return collect(parse_grid(grid, root=root))
+
+
+def _row(frame: pd.DataFrame, sizing: str) -> pd.Series:
+    rows = frame[frame["sizing"] == sizing]
+    assert len(rows) == 1
+    return rows.iloc[0]
+
+
+def test_every_cell_complete(collected):
+    assert collected.missing() == {}
+    assert [r.run.history["step"].tolist() for r in collected.cells] == [[1, 2, 3, 4, 5, 6]] * 6
+
+
+def test_efficiency_values_by_hand(collected):
+    f = efficiency_table(collected).frame
+    assert f["sizing"].tolist() == ["g4", "g16", "sagc"]  # fixed G ascending, then SAGC
+    g4, g16, sagc = (_row(f, s) for s in ("g4", "g16", "sagc"))
+    # straggler rate: g4 seeds 1/6 and 2/6; g16 5/6 and 6/6; sagc 2/6 twice
+    assert g4["straggler_rate_mean"] == pytest.approx(0.25)
+    assert g4["straggler_rate_std"] == pytest.approx((1 / 6) / SQRT2)
+    assert g16["straggler_rate_mean"] == pytest.approx(11 / 12)
+    assert sagc["straggler_rate_mean"] == pytest.approx(1 / 3)
+    assert sagc["straggler_rate_std"] == pytest.approx(0.0)
+    # wall-clock in minutes: 6 steps x (10, 12) s; (20, 22) s; (12, 14) s
+    assert g4["wallclock_min_mean"] == pytest.approx(1.1)
+    assert g4["wallclock_min_std"] == pytest.approx(0.2 / SQRT2)
+    assert g16["wallclock_min_mean"] == pytest.approx(2.1)
+    assert sagc["wallclock_min_mean"] == pytest.approx(1.3)
+    # speed-up vs the largest fixed G (g16), ratio of seed means
+    assert set(f["speedup_reference"]) == {"g16"}
+    assert g16["speedup"] == pytest.approx(1.0)
+    assert sagc["speedup"] == pytest.approx(2.1 / 1.3)
+    assert g4["speedup"] == pytest.approx(2.1 / 1.1)
+    # final reward = mean of the last 3 steps: seed 0 (0.4+0.5+0.6)/3, seed 1 +0.1
+    assert sagc["final_reward_mean"] == pytest.approx(0.55)
+    assert sagc["final_reward_std"] == pytest.approx(0.1 / SQRT2)
+    # mean G: sagc seed 0 48/6, seed 1 32/6
+    assert sagc["mean_group_size_mean"] == pytest.approx((8 + 32 / 6) / 2)
+    assert g16["mean_group_size_mean"] == pytest.approx(16)
+    assert g4["mean_length_mean"] == pytest.approx(14.5)
+    assert g4["padding_efficiency_mean"] == pytest.approx(0.625)
+    # rollout share: g16 15/20 and 11/22
+    assert g16["rollout_share_mean"] == pytest.approx((0.75 + 0.5) / 2)
+    assert (f["seeds"] == 2).all() and (f["status"] == "complete").all()
+
+
+def test_efficiency_markdown_and_latex(collected):
+    table = efficiency_table(collected)
+    md, tex = table.markdown(), table.latex()
+    assert "| Model | Algorithm | Sizing | Seeds | Straggler rate (%) | Wall-clock (min) |" in md
+    sagc_line = next(line for line in md.splitlines() if "| sagc |" in line)
+    cells = [c.strip() for c in sagc_line.strip("|").split("|")]
+    assert cells[:7] == ["tiny-a", "grpo", "sagc", "2/2", "33.3 ± 0.0", "1.30 ± 0.14", "1.62×"]
+    assert "Speed-up vs g16" in md
+    assert r"33.3 $\pm$ 0.0" in tex and r"1.62$\times$" in tex and r"\toprule" in tex
+    assert r"Straggler rate (\%)" in tex
+
+
+def test_downstream_values_by_hand(collected):
+    table = downstream_table(collected)
+    f = table.frame
+    base = f[f["algorithm"] == "base"].iloc[0]
+    assert base["aime_accuracy_mean"] == pytest.approx(0.05)
+    assert base["aime_accuracy_stderr"] == pytest.approx(0.01)
+    g4 = f[(f["algorithm"] == "grpo") & (f["sizing"] == "g4")].iloc[0]
+    assert g4["aime_accuracy_mean"] == pytest.approx(0.11)  # seeds 0.10 and 0.12
+    assert g4["aime_accuracy_std"] == pytest.approx(0.02 / SQRT2)
+    assert g4["gpqa_mean_output_tokens"] == pytest.approx(141.0)  # 100 + 100 * acc
+    assert g4["mean_output_tokens"] == pytest.approx((111.0 + 141.0) / 2)
+    md = table.markdown()
+    # one seed: ± lm-eval stderr; two seeds: ± std over seeds
+    assert "| tiny-a | base | - | 1/1 | 5.0 ± 1.0 | 25.0 ± 1.0 | 115.0 |" in md
+    assert "| tiny-a | grpo | g4 | 2/2 | 11.0 ± 1.4 | 41.0 ± 1.4 | 126.0 |" in md
+
+
+def test_headline_line(collected):
+    assert headline_lines(collected) == [
+        "tiny-a GRPO, sagc vs g16: straggler rate 91.7% → 33.3%, wall-clock 2.10 min → "
+        "1.30 min (1.62× faster), final reward 0.550 → 0.550"
+    ]
+
+
+def test_aggregate_writes_documented_files(world_copy):
+    root, grid = world_copy
+    result = aggregate(parse_grid(grid, root=root), figures=False)
+    tables = root / "results/t/tables"
+    expected = set(table_files())  # the names the Snakemake rule lists as outputs
+    assert expected >= {"efficiency.csv", "efficiency.md", "efficiency.tex", "downstream.tex",
+                        "headline.md", "missing.json"}  # fmt: skip
+    assert {str(p) for p in result.tables} == set(table_outputs(root / "results/t/tables"))
+    assert {p.name for p in tables.iterdir()} == expected
+    assert (tables / "missing.json").read_text().strip() == "{}"
+    cells = pd.read_csv(tables / "efficiency_cells.csv")
+    assert len(cells) == 6
+    row = cells[cells["cell"] == "tiny-a/grpo/g16/seed0"].iloc[0]
+    assert row["straggler_rate"] == pytest.approx(5 / 6)
+    assert row["wallclock_s"] == pytest.approx(120.0)
+    csv = pd.read_csv(tables / "efficiency.csv")
+    assert csv.loc[csv["sizing"] == "sagc", "speedup"].iloc[0] == pytest.approx(2.1 / 1.3, rel=1e-5)

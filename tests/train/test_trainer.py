@@ -1,0 +1,162 @@
+"""SAGCGRPOTrainer on the throwaway tiny world (real TRL, real generation, CPU).
+
+Each test trains for a few steps; rewards are test-local functions with a known structure
+so that the assertions are exact.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from sagc.train.config import TrainConfig
+from sagc.train.prompts import PromptStream
+
+pytestmark = pytest.mark.slow
+
+
+def length_reward(prompts, completions, completion_ids, **kw):
+    """Longer completion, higher reward: varies within a group, as real rewards do."""
+    return [len(ids) / 10.0 for ids in completion_ids]
+
+
+def _recording_trainer_cls():
+    from sagc.train.trainer import SAGCGRPOTrainer
+
+    class Recording(SAGCGRPOTrainer):
+        """Keeps each step's G, per-round rewards and the scored batch TRL returned."""
+
+        recorded: list
+
+        def _generate_and_score_completions(self, inputs):
+            out = super()._generate_and_score_completions(inputs)
+            if self.model.training:
+                self.recorded.append({
+                    "G": self.num_generations,
+                    "rewards": [r.clone() for r in self._current.rewards],
+                    "advantages": out["advantages"].detach().cpu().clone(),
+                    "completion_mask": out["completion_mask"].detach().cpu().clone(),
+                })  # fmt: skip
+            return out
+
+    Recording.recorded = []
+    return Recording
+
+
+def _build(cfg_dict, **kw):
+    from sagc.train.run import build_trainer
+
+    cls = _recording_trainer_cls()
+    trainer = build_trainer(TrainConfig.from_dict(cfg_dict), trainer_cls=cls, **kw)
+    trainer.recorded = []
+    return trainer
+
+
+def test_sagc_grpo_varies_g_and_advantages_are_per_group(make_cell, tmp_path):
+    torch.set_num_threads(1)
+    cfg = make_cell(tmp_path / "run", steps=6, save_steps=100, wandb_mode="disabled",
+                    sagc={"candidates": [4, 8, 16], "tau": 2.0, "delta": 0.3, "eta": 2.0})
+    trainer = _build(cfg, reward_funcs=[length_reward], reward_weights=[1.0])
+    trainer.train()
+
+    gs = [h["group_size"] for h in trainer.history]
+    assert len(gs) == 6
+    assert len(set(gs)) >= 2, f"G never changed: {gs}"
+    assert any(b < a for a, b in zip(gs, gs[1:])), f"SAGC never lowered G: {gs}"
+    # The controller saw every step and chose what was trained.
+    assert [r["G"] for r in trainer.recorded] == gs
+    assert trainer.group_sizer.state_dict()["step"] == 6
+
+    for rec, h in zip(trainer.recorded, trainer.history):
+        g = rec["G"]
+        (rewards,) = rec["rewards"]  # GRPO: one generation round
+        adv = rec["advantages"].double().numpy()
+        assert adv.shape == (2 * g,) and h["rollouts"] == 2 * g and h["prompts"] == 2
+        # Independent computation: group-relative, sample std, TRL's 1e-4 guard.
+        r = rewards.double().numpy().reshape(-1, g)
+        expected = (r - r.mean(axis=1, keepdims=True)) / (r.std(axis=1, ddof=1, keepdims=True) + 1e-4)
+        np.testing.assert_allclose(adv, expected.reshape(-1), rtol=1e-4, atol=1e-4)
+        # Each group's advantages centre on zero (they were computed within the group).
+        np.testing.assert_allclose(adv.reshape(-1, g).mean(axis=1), 0.0, atol=1e-4)
+        # The rewards are the length reward of the very completions the controller saw.
+        assert h["length_max"] == pytest.approx(float(rewards.max()) * 10)
+    losses = [h["loss"] for h in trainer.history]
+    assert all(math.isfinite(x) for x in losses)
+    assert any(x != 0.0 for x in losses)
+
+
+def test_dapo_trains_with_clip_higher_acting(make_cell, tmp_path):
+    torch.set_num_threads(1)
+    cfg = make_cell(tmp_path / "run", algorithm="dapo", sizing="g4", steps=3, save_steps=100,
+                    wandb_mode="disabled", prompts=4)
+    trainer = _build(cfg, reward_funcs=[length_reward], reward_weights=[1.0])
+    assert trainer.loss_type == "dapo" and trainer.epsilon_high == pytest.approx(0.28)
+    assert trainer.beta == 0.0 and trainer.mask_truncated_completions
+    assert trainer.updates_per_rollout == 2  # two mini-batches per rollout: off-policy reuse
+    assert trainer.reward_func_names[-1] == "soft_overlong_punishment_reward"
+    trainer.train()
+    assert trainer.state.global_step == 6 and len(trainer.history) == 3
+    assert all(math.isfinite(h["loss"]) for h in trainer.history)
+    # The second mini-batch of a step is scored by a policy that moved: the ratio departs
+    # from 1 (TRL keeps old log-probs only in that case) so the clip region can act.
+    assert all("old_per_token_logps" in b for b in trainer._buffered_inputs)
+    # Overlong filtering: truncated rows carry no loss.
+    for rec in trainer.recorded:
+        assert rec["completion_mask"].shape[0] == 4 * 4
+
+
+def test_dynamic_sampling_drops_zero_variance_groups_and_refills(make_cell, tmp_path, train_world):
+    torch.set_num_threads(1)
+    counter = itertools.count()
+
+    def half_constant_reward(prompts, completions, completion_ids, id, **kw):
+        """Even ids: the same reward for every completion (zero variance: dropped);
+        odd ids: a fresh value per completion (always informative)."""
+        return [0.5 if i % 2 == 0 else next(counter) / 100 for i in id]
+
+    seed, p, g, max_rounds = 11, 4, 4, 2
+    cfg = make_cell(tmp_path / "run", algorithm="dapo", sizing=f"g{g}", steps=3, prompts=p, save_steps=100,
+                    wandb_mode="disabled", seed=seed,
+                    algo_overrides={"overlong_weight": 0.0, "ds_max_rounds": max_rounds})
+    trainer = _build(cfg, reward_funcs=[half_constant_reward], reward_weights=[1.0])
+    trainer.train()
+
+    # Replay the prompt stream: which prompts each round drew, and what DS must do.
+    stream = PromptStream(train_world["n_prompts"], seed=seed)
+    for h, rec in zip(trainer.history, trainer.recorded):
+        kept, dropped, rounds, need = 0, 0, 0, p
+        while True:
+            ids = stream.take(need)
+            good = sum(i % 2 == 1 for i in ids)
+            kept, dropped = kept + good, dropped + len(ids) - good
+            if kept == p or rounds == max_rounds:
+                break
+            rounds, need = rounds + 1, p - kept
+        assert h["ds_rounds"] == rounds
+        assert h["ds_dropped_groups"] == dropped
+        assert h["ds_filled_groups"] == p - kept
+        assert len(rec["rewards"]) == rounds + 1
+        assert h["prompts"] == p and h["rollouts"] == p * g
+        adv = rec["advantages"].numpy().reshape(p, g)
+        informative = np.abs(adv).sum(axis=1) > 0
+        assert informative.sum() == kept  # only filled groups (cap reached) have zero advantage
+        # All rollouts generated in the step (every round) reached the controller.
+        assert trainer.group_sizer.state_dict()["step"] >= 1
+    assert any(h["ds_rounds"] > 0 for h in trainer.history)
+    assert all(math.isfinite(h["loss"]) for h in trainer.history)
+
+
+def test_rollout_budget_keeps_rollouts_fixed(make_cell, tmp_path):
+    torch.set_num_threads(1)
+    cfg = make_cell(tmp_path / "run", steps=4, save_steps=100, wandb_mode="disabled",
+                    sagc={"candidates": [4, 8, 16], "eta": 2.0})
+    cfg["train"].update(prompts_per_step=None, rollout_budget=32)
+    trainer = _build(cfg, reward_funcs=[length_reward], reward_weights=[1.0])
+    trainer.train()
+    for h in trainer.history:
+        assert h["rollouts"] == 32
+        assert h["prompts"] == 32 // h["group_size"]
