@@ -29,3 +29,11 @@ def test_layout():
     assert g.base_eval_dir("tiny-llama") == "results/default/eval/tiny-llama/base"
     assert g.tables_dir == "results/default/tables"
     assert g.figures_dir == "paper_figures/default"
+
+
+def test_cli_flags_are_stable_under_key_order():
+    from sagc.pipeline.cells import cli_flags
+
+    a = cli_flags({"n_train": 400, "fast": True, "skip": False, "sizes": [2, 8], "none": None})
+    b = cli_flags({"sizes": [2, 8], "none": None, "skip": False, "fast": True, "n_train": 400})
+    assert a == b == "--fast --n-train 400 --sizes 2 8"

@@ -47,7 +47,7 @@ rule aggregate:
         ],
         grid=f"{GRID.tables_dir}/grid.json",
     params:
-        grid=lambda wc: aggregate_grid(config, GRID),
+        grid=lambda wc: json.dumps(aggregate_grid(config, GRID), sort_keys=True),
     resources:
         **res("aggregate", mem_mb=4000, runtime=30),
     log:

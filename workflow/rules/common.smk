@@ -1,4 +1,5 @@
 # Config checks, the grid and the helpers every stage uses. Logic lives in sagc.pipeline.
+import json
 import os
 
 from sagc.aggregate.outputs import (

@@ -13,7 +13,9 @@ rule train:
         final=directory(f"{ROOT}/train/{CELL_DIR}/final"),
         done=f"{ROOT}/train/{CELL_DIR}/done.json",
     params:
-        cell=lambda wc: train_cell_config(config, GRID, cell_of(wc)),
+        # Canonical JSON: Snakemake reruns a cell whose params changed, and a dict's
+        # key order (which follows the YAML file) must not count as a change.
+        cell=lambda wc: json.dumps(train_cell_config(config, GRID, cell_of(wc)), sort_keys=True),
     threads: config["train"].get("torch_threads", 1)
     resources:
         **res("train", mem_mb=3000, runtime=30),

@@ -49,7 +49,7 @@ if WORLD == "tiny":
             arch=lambda wc: config["models"][wc.model]["arch"],
             seed=lambda wc: Cell(wc.model, "base", "base", 0).train_seed,
             flags=cli_flags(config["tiny"]["model"]),
-        threads: 2
+        threads: 1
         resources:
             **res("tiny_base_model", mem_mb=4000, runtime=30),
         log:

@@ -6,7 +6,7 @@ from pathlib import Path
 from sagc.train.run import main
 
 sys.stderr = sys.stdout = open(snakemake.log[0], "a")
-cell = snakemake.params.cell
+cell = json.loads(snakemake.params.cell)
 path = Path(cell["output_dir"]) / "cell.json"
 path.parent.mkdir(parents=True, exist_ok=True)
 path.write_text(json.dumps(cell, indent=2))

@@ -122,9 +122,12 @@ def aggregate_grid(config: dict[str, Any], grid: Grid) -> dict[str, Any]:
 
 
 def cli_flags(params: dict[str, Any]) -> str:
-    """``{"n_train": 100, "fast": True}`` -> ``--n-train 100 --fast`` for the world CLIs."""
+    """``{"n_train": 100, "fast": True}`` -> ``--fast --n-train 100`` for the world CLIs.
+
+    Sorted by key: the string is a rule param, and Snakemake reruns a job whose params
+    changed, so reordering keys in a YAML file must not count as a change."""
     parts = []
-    for key, value in params.items():
+    for key, value in sorted(params.items()):
         flag = "--" + key.replace("_", "-")
         if value is True:
             parts.append(flag)

@@ -1,0 +1,44 @@
+"""The embedded offline tiny world: task, rewards, tokenizer, tiny Qwen2/Llama base models.
+
+Nothing here is downloaded: data, tokenizer and both base models are built from code and a
+seed by ``python -m sagc.tiny {data,tokenizer,base-model,measure}`` (see ``cli.py``).
+
+Public API (heavy imports stay lazy so ``import sagc.tiny`` is cheap):
+
+* task: ``TaskParams``, ``generate_splits``, ``write_splits``, ``load_split``, ``SPLITS``
+* rewards: ``correctness_reward``, ``format_reward``, ``REWARD_FUNCS``, ``FORMAT_REWARD``
+* tokenizer: ``train_tokenizer``, ``save_tokenizer``, ``load_tokenizer``
+* models: ``ModelSize``, ``build_model``, ``save_model``, ``load_model``, ``MODEL_NAMES``
+* warm start / build: ``WarmStartParams``, ``warm_start``, ``build_data``,
+  ``build_tokenizer``, ``build_base_model``
+* measurement: ``measure_group_sizes``, ``accuracy``, ``SampleParams``, ``DEFAULT_TAU``,
+  ``DEFAULT_MAX_COMPLETION_LENGTH``, ``DEFAULT_PROMPTS_PER_STEP``
+"""
+
+from __future__ import annotations
+
+import importlib
+
+_EXPORTS = {
+    "TaskParams": "task", "generate_splits": "task", "write_splits": "task",
+    "load_split": "task", "SPLITS": "task",
+    "correctness_reward": "rewards", "format_reward": "rewards", "REWARD_FUNCS": "rewards",
+    "FORMAT_REWARD": "rewards",
+    "train_tokenizer": "tokenizer", "save_tokenizer": "tokenizer", "load_tokenizer": "tokenizer",
+    "ModelSize": "models", "build_model": "models", "save_model": "models",
+    "load_model": "models", "MODEL_NAMES": "models",
+    "WarmStartParams": "warmstart", "warm_start": "warmstart",
+    "build_data": "build", "build_tokenizer": "build", "build_base_model": "build",
+    "measure_group_sizes": "measure", "accuracy": "measure", "SampleParams": "measure",
+    "DEFAULT_TAU": "defaults", "DEFAULT_MAX_COMPLETION_LENGTH": "defaults",
+    "DEFAULT_PROMPTS_PER_STEP": "defaults", "DEFAULT_EVAL_MAX_NEW_TOKENS": "defaults",
+    "DEFAULT_TEMPERATURE": "defaults",
+}  # fmt: skip
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f"sagc.tiny.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module 'sagc.tiny' has no attribute {name!r}")

@@ -1,0 +1,87 @@
+"""Pipeline steps that build the tiny world from code and a seed (the CLI calls these).
+
+``build_data`` -> ``DIR/{train,eval,heldout}.jsonl`` + ``task.json``
+``build_tokenizer`` -> a tokenizer folder (``save_pretrained``) + ``build.json``
+``build_base_model`` -> a self-contained model folder (weights, config, generation config,
+tokenizer) + ``build.json`` (params, sizes, warm-start report, accuracy, seconds)
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from pathlib import Path
+
+from sagc.tiny.task import TaskParams, iter_texts, load_split, write_splits
+
+from sagc.tiny.defaults import DEFAULT_VOCAB_SIZE
+
+# torch / transformers are imported inside the functions that need them: `data` is a
+# seconds-long pipeline step and should not pay for importing them.
+
+
+def build_data(out_dir: Path, seed: int = 0, params: TaskParams | None = None) -> dict:
+    t0 = time.perf_counter()
+    sizes = write_splits(Path(out_dir), (params or TaskParams()).validate(), seed)
+    return {"sizes": sizes, "seconds": time.perf_counter() - t0}
+
+
+def build_tokenizer(data_dir: Path, out_dir: Path, vocab_size: int = DEFAULT_VOCAB_SIZE) -> dict:
+    from sagc.tiny.tokenizer import save_tokenizer, train_tokenizer
+
+    t0 = time.perf_counter()
+    tok = train_tokenizer(iter_texts(Path(data_dir)), vocab_size=vocab_size)
+    save_tokenizer(tok, out_dir)
+    report = {"vocab_size": len(tok), "requested_vocab_size": vocab_size,
+              "seconds": time.perf_counter() - t0}
+    (Path(out_dir) / "build.json").write_text(json.dumps(report, indent=2) + "\n")
+    return report
+
+
+def build_base_model(arch: str, data_dir: Path, tokenizer_dir: Path, out_dir: Path, seed: int = 0,
+                     size=None, warm=None, eval_samples: int = 128, sample=None,
+                     log_every: int = 0) -> dict:
+    """Build, warm-start, evaluate on ``eval_samples`` eval rows, save; return the report.
+
+    ``size``: ``ModelSize``; ``warm``: ``WarmStartParams``; ``sample``: ``SampleParams``
+    (defaults when None).
+
+    Accuracy is measured on the *train* distribution (the eval split: held out from train,
+    same distribution), both greedy and sampled at the training temperature.
+    """
+    import torch
+
+    from sagc.tiny.measure import SampleParams, accuracy
+    from sagc.tiny.models import MODEL_NAMES, ModelSize, build_model, n_parameters, save_model
+    from sagc.tiny.tokenizer import load_tokenizer
+    from sagc.tiny.warmstart import WarmStartParams, warm_start
+
+    t0 = time.perf_counter()
+    size = (size or ModelSize()).validate()
+    warm = (warm or WarmStartParams()).validate()
+    sample = (sample or SampleParams()).validate()
+    if isinstance(eval_samples, bool) or not isinstance(eval_samples, int) or eval_samples < 0:
+        raise ValueError(f"eval_samples must be a non-negative integer, got {eval_samples!r}")
+    tok = load_tokenizer(tokenizer_dir)
+    train_rows = load_split(data_dir, "train")
+    model = build_model(arch, tok, size, seed=seed)
+    warm_report = warm_start(model, tok, train_rows, warm, seed=seed, log_every=log_every)
+    report = {
+        "model": MODEL_NAMES[arch],
+        "arch": arch,
+        "architecture": type(model).__name__,
+        "seed": seed,
+        "n_parameters": n_parameters(model),
+        "size": size.to_dict(),
+        "warm_start": warm_report,
+    }
+    if eval_samples:
+        rows = load_split(data_dir, "eval")[:eval_samples]
+        torch.manual_seed(seed)
+        random.seed(seed)
+        report["accuracy_greedy"] = accuracy(model, tok, rows, sample, greedy=True)
+        report["accuracy_sampled"] = accuracy(model, tok, rows, sample, greedy=False)
+    report["seconds"] = time.perf_counter() - t0
+    save_model(model, tok, out_dir, report)
+    return report
