@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from aggregate_synthetic import (
+from tests.aggregate.aggregate_synthetic import (
     ALGO, EVAL, BASE_EVAL, MODEL, SEEDS, SIZINGS, STEPS, history_rows, log_offline_run, write_eval,
 )  # fmt: skip
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 import pytest
-from aggregate_synthetic import history_rows
+from tests.aggregate.aggregate_synthetic import history_rows
 
 from sagc.aggregate.collect import collect
 from sagc.aggregate.errors import OnlineSourceError, RunNotFoundError

@@ -11,7 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from aggregate_synthetic import log_offline_run
+from tests.aggregate.aggregate_synthetic import log_offline_run
 
 from sagc.aggregate.errors import CorruptRunFileError, RunNotFoundError
 from sagc.aggregate.grid import Cell
