@@ -312,10 +312,12 @@ class SAGCController:
         self.config.validate()
         cfg = self.config
         self.candidates = cfg.sorted_candidates
-        self._utility = np.log2(np.asarray(self.candidates, dtype=float))
-        self._prior = np.asarray(cfg.prior, dtype=float)
-        self.alpha = np.full(len(self.candidates), self._prior[0])
-        self.beta = np.full(len(self.candidates), self._prior[1])
+        # Plain lists, not arrays: with 3-8 candidates, Python arithmetic is several times
+        # cheaper than numpy's per-call overhead on this per-step path.
+        self._utility = [math.log2(g) for g in self.candidates]
+        self._prior = (float(cfg.prior[0]), float(cfg.prior[1]))
+        self.alpha = [self._prior[0]] * len(self.candidates)
+        self.beta = [self._prior[1]] * len(self.candidates)
         self.lambda_ = 0.0
         initial = cfg.initial if cfg.initial is not None else self.candidates[(len(self.candidates) - 1) // 2]
         self._index = self.candidates.index(initial)
@@ -352,13 +354,13 @@ class SAGCController:
             return self.group_size
         idx = self.eligible()
         # Scalar draws: cheaper than the vectorised call for a handful of candidates.
-        sampled = np.array([self._rng.beta(self.alpha[i], self.beta[i]) for i in idx])
-        scores = self._utility[idx] - self.lambda_ * sampled
+        sampled = [float(self._rng.beta(self.alpha[i], self.beta[i])) for i in idx]
+        scores = [self._utility[i] - self.lambda_ * p for i, p in zip(idx, sampled)]
         # Ties (e.g. lambda = 0) go to the larger G: more samples per prompt for free.
         best = max(range(len(idx)), key=lambda k: (scores[k], idx[k]))
         self._index = idx[best]
-        self._last_sampled = {self.candidates[i]: float(s) for i, s in zip(idx, sampled)}
-        self._last_scores = {self.candidates[i]: float(s) for i, s in zip(idx, scores)}
+        self._last_sampled = {self.candidates[i]: p for i, p in zip(idx, sampled)}
+        self._last_scores = {self.candidates[i]: v for i, v in zip(idx, scores)}
         return self.group_size
 
     def observe(self, lengths: Iterable[Iterable[float]]) -> StepRecord:
@@ -378,8 +380,9 @@ class SAGCController:
         cfg = self.config
         self.lambda_ = float(min(max(self.lambda_ + cfg.eta * (s - cfg.delta), 0.0), cfg.lambda_max))
         gamma = cfg.forgetting
-        self.alpha = gamma * self.alpha + (1.0 - gamma) * self._prior[0]
-        self.beta = gamma * self.beta + (1.0 - gamma) * self._prior[1]
+        a0, b0 = (1.0 - gamma) * self._prior[0], (1.0 - gamma) * self._prior[1]
+        self.alpha = [gamma * a + a0 for a in self.alpha]
+        self.beta = [gamma * b + b0 for b in self.beta]
         self.alpha[self._index] += s
         self.beta[self._index] += 1.0 - s
         return self._counter.record(
@@ -391,8 +394,7 @@ class SAGCController:
         )  # fmt: skip
 
     def posterior_mean(self) -> dict[int, float]:
-        mean = self.alpha / (self.alpha + self.beta)
-        return {g: float(m) for g, m in zip(self.candidates, mean)}
+        return {g: a / (a + b) for g, a, b in zip(self.candidates, self.alpha, self.beta)}
 
     @property
     def straggler_rate(self) -> float:
@@ -412,8 +414,8 @@ class SAGCController:
             "index": self._index,
             "started": self._started,
             "lambda": self.lambda_,
-            "alpha": self.alpha.tolist(),
-            "beta": self.beta.tolist(),
+            "alpha": list(self.alpha),
+            "beta": list(self.beta),
             "last_sampled": {str(k): v for k, v in self._last_sampled.items()},
             "last_scores": {str(k): v for k, v in self._last_scores.items()},
             # PCG64's 128-bit integers as strings: safe for any JSON reader.
@@ -445,8 +447,8 @@ class SAGCController:
         self._index = int(state["index"])
         self._started = bool(state["started"])
         self.lambda_ = float(state["lambda"])
-        self.alpha = np.asarray(state["alpha"], dtype=float)
-        self.beta = np.asarray(state["beta"], dtype=float)
+        self.alpha = [float(a) for a in state["alpha"]]
+        self.beta = [float(b) for b in state["beta"]]
         self._last_sampled = {int(k): float(v) for k, v in state["last_sampled"].items()}
         self._last_scores = {int(k): float(v) for k, v in state["last_scores"].items()}
         rng = state["rng"]
