@@ -89,3 +89,60 @@ def test_a_controller_edit_reruns_only_the_sagc_cell(ci_run):
     assert "sizing=sagc" in out and "sizing=g4" not in out
     for rule in ("tiny_data", "tiny_tokenizer", "tiny_base_model", "evaluate_base"):
         assert rule not in jobs
+
+
+@pytest.mark.slow
+def test_a_killed_pipeline_resumes_the_cell_from_its_checkpoint(ci_run):
+    """SIGKILL the whole Snakemake process group mid-cell, unlock, rerun with
+    --rerun-incomplete: the cell resumes from its checkpoint and its G sequence and
+    straggler flags equal those of an uninterrupted run of the same cell."""
+    import os
+    import signal
+    import time
+
+    work, config = ci_run
+    data = yaml.safe_load(config.read_text())
+    data["sizings"] = ["sagc"]
+    data["train"].update(steps=24, save_steps=2)
+    longer = work / "ci_longer.yaml"
+    longer.write_text(yaml.safe_dump(data))
+    cell = work / "results/ci/train/tiny-llama/grpo/sagc/seed0"
+
+    target = "results/ci/train/tiny-llama/grpo/sagc/seed0/done.json"  # before --configfile (nargs=+)
+    cmd = [sys.executable, "-m", "snakemake", target, "--directory", str(work), "--cores", "2",
+           "--configfile", str(longer)]
+    started = time.time()
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    deadline = started + 600
+
+    def fresh_checkpoints():  # the 4-step run of the fixture left its own behind
+        return [p for p in (cell / "checkpoints").glob("checkpoint-*/sagc_state.json")
+                if p.stat().st_mtime > started]
+
+    while not fresh_checkpoints():
+        assert proc.poll() is None, "the pipeline ended before any checkpoint was written"
+        assert time.time() < deadline
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert not (cell / "done.json").exists(), "the cell finished before the kill"
+
+    rc, out = snakemake(work, "--unlock", "--configfile", str(longer))
+    assert rc == 0, out
+    rc, out = snakemake(work, target, "--cores", "2", "--rerun-incomplete", "--configfile", str(longer))
+    assert rc == 0, out
+    resumed = json.loads((cell / "done.json").read_text())
+    assert resumed["resumed_from"] and "checkpoint-" in resumed["resumed_from"]
+
+    # The uninterrupted reference: the same cell config, another output folder.
+    ref_cfg = json.loads((cell / "cell.json").read_text())
+    ref_cfg["output_dir"] = str(work / "reference")
+    ref_cfg["wandb"]["dir"] = str(work / "reference" / "wandb")
+    (work / "reference.json").write_text(json.dumps(ref_cfg))
+    ref = subprocess.run([sys.executable, "-m", "sagc.train", "--config", str(work / "reference.json")],
+                         cwd=work, capture_output=True, text=True, timeout=600)
+    assert ref.returncode == 0, ref.stderr[-3000:]
+    want = json.loads((work / "reference" / "done.json").read_text())
+    assert resumed["group_sizes"] == want["group_sizes"]
+    assert resumed["stragglers"] == want["stragglers"]

@@ -154,3 +154,17 @@ def test_kill_and_resume_gives_the_identical_g_sequence(make_cell, tmp_path):
     for a, b in zip(second, ref_rows):
         for k in (M.GROUP_SIZE, M.STRAGGLER, M.LENGTH_RATIO, M.LAMBDA, M.TOKENS_GENERATED, M.REWARD_MEAN):
             assert a[k] == b[k], (a[M.STEP], k)
+
+
+def test_a_changed_config_does_not_resume_another_configs_checkpoints(make_cell, tmp_path):
+    """Rerunning a cell with other settings (what Snakemake's params trigger does) must
+    train from scratch, not resume the previous config's checkpoints or reuse its done.json."""
+    from sagc.train.run import run_cell
+
+    first = run_cell(TrainConfig.from_dict(make_cell(tmp_path / "cell", steps=2, save_steps=2)))
+    assert first["resumed_from"] is None
+    again = run_cell(TrainConfig.from_dict(make_cell(tmp_path / "cell", steps=2, save_steps=2)))
+    assert again == first, "the same config finds its done.json"
+    changed = run_cell(TrainConfig.from_dict(make_cell(tmp_path / "cell", steps=4, save_steps=2)))
+    assert changed["resumed_from"] is None and changed["steps"] == 4
+    assert changed["config_fingerprint"] != first["config_fingerprint"]

@@ -31,6 +31,7 @@ log = logging.getLogger("sagc.train")
 
 DONE_FILE = "done.json"
 LENGTHS_FILE = "lengths.jsonl"
+CONFIG_STAMP = "config_fingerprint"
 TINY_EOS, TINY_PAD = "<|endoftext|>", "<|pad|>"
 
 
@@ -216,14 +217,44 @@ def write_length_trace(path: Path, trace: list[dict]) -> None:
     ])  # fmt: skip
 
 
+def config_fingerprint(cfg: TrainConfig) -> str:
+    """A digest of the whole resolved cell config: checkpoints and done.json are only
+    reused by the config that wrote them."""
+    import hashlib
+
+    return hashlib.sha256(json.dumps(cfg.to_dict(), sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def discard_stale_checkpoints(checkpoint_dir: Path, fingerprint: str) -> None:
+    """Resume only from checkpoints of this exact config. When a rerun changes the cell
+    (Snakemake's params trigger: a new learning rate, more steps, another tau), the old
+    run's checkpoints would otherwise be resumed as if they were this run's."""
+    import shutil
+
+    stamp = checkpoint_dir / CONFIG_STAMP
+    if checkpoint_dir.is_dir() and any(checkpoint_dir.glob("checkpoint-*")):
+        if not stamp.is_file() or stamp.read_text().strip() != fingerprint:
+            log.warning("checkpoints in %s belong to another config of this cell: starting fresh",
+                        checkpoint_dir)
+            shutil.rmtree(checkpoint_dir)
+    checkpoint_dir.mkdir(parents=True, exist_ok=True)
+    stamp.write_text(fingerprint + "\n")
+
+
 def run_cell(cfg: TrainConfig, *, callbacks: list | None = None) -> dict:
     """Train one cell (resuming if a checkpoint exists) and return done.json's content."""
     out = Path(cfg.output_dir)
     done_path = out / DONE_FILE
+    fingerprint = config_fingerprint(cfg)
     if done_path.is_file():
-        log.info("%s exists: cell %s is finished", done_path, cfg.cell.id)
-        return json.loads(done_path.read_text())
+        done = json.loads(done_path.read_text())
+        if done.get("config_fingerprint") == fingerprint:
+            log.info("%s exists: cell %s is finished", done_path, cfg.cell.id)
+            return done
+        log.warning("%s was written for another config of cell %s: training again", done_path, cfg.cell.id)
+        done_path.unlink()
     out.mkdir(parents=True, exist_ok=True)
+    discard_stale_checkpoints(out / "checkpoints", fingerprint)
     wandb_dir = set_job_env(cfg)
     if cfg.train.torch_threads is not None:
         import torch
@@ -258,6 +289,7 @@ def run_cell(cfg: TrainConfig, *, callbacks: list | None = None) -> dict:
         write_length_trace(out / LENGTHS_FILE, trainer.length_trace)
         done = {
             "cell": cfg.cell.id,
+            "config_fingerprint": fingerprint,
             **summarize_history(trainer.history),
             "updates": trainer.state.global_step,
             "updates_per_step": trainer.updates_per_rollout,
