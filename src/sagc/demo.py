@@ -1,10 +1,11 @@
-"""``python -m sagc.demo``: SAGC against a synthetic length generator, next to fixed G.
+"""``python -m sagc.demo``: SAGC against synthetic lengths, next to fixed G.
 
-The generator mimics what the paper describes: per prompt a typical length that drifts up
-over training (chains of thought grow), and per completion a small chance of rambling far
-past it. The more rollouts a step holds, the likelier one of them rambles, so large groups
-straggle more, and more so as training goes on. Each step's time is taken as the decode
-time of its longest rollout (the synchronous barrier), in units of tokens.
+The lengths come from the simulator's parametric model (``sagc.simulate``): a per-prompt
+typical length that drifts up over training (chains of thought grow) and a small chance,
+growing too, that a rollout runs into a heavy tail. The more rollouts a step holds, the
+likelier one of them does, so large groups straggle more. Every policy sees the same draws
+(a policy at G takes the first G of a shared pool). Each step's time is taken as the
+decode time of its longest rollout (the synchronous barrier), in units of tokens.
 """
 
 from __future__ import annotations
@@ -15,37 +16,31 @@ from collections import Counter
 import numpy as np
 
 from sagc.controller import FixedGroupSize, SAGCConfig, SAGCController
+from sagc.simulate.config import ParametricLengthConfig
+from sagc.simulate.sources import ParametricLengths
 
 
-class SyntheticLengths:
-    """Lognormal per-prompt lengths with a rambling tail that grows over training."""
-
-    def __init__(self, prompts: int, steps: int, seed: int, cap: int = 4096) -> None:
-        self.prompts, self.steps, self.cap = prompts, steps, cap
-        self.rng = np.random.default_rng(seed)
-
-    def sample(self, step: int, group_size: int) -> list[list[float]]:
-        progress = step / max(1, self.steps - 1)
-        typical = self.rng.lognormal(np.log(300 + 500 * progress), 0.2, size=(self.prompts, 1))  # prompt difficulty
-        lengths = typical * self.rng.lognormal(0.0, 0.1, size=(self.prompts, group_size))
-        ramble_p = 0.001 + 0.01 * progress
-        ramble = self.rng.random((self.prompts, group_size)) < ramble_p
-        lengths = np.where(ramble, lengths * self.rng.uniform(2.5, 6.0, lengths.shape), lengths)
-        return np.minimum(np.round(lengths), self.cap).tolist()
+#: A world in which the budget is reachable: a narrow body (no prompt spread) and a
+#: runaway tail that grows from 0.1% to 1% of rollouts, so G=4 mostly stays under the
+#: budget and G=16 does not.
+DEMO_LENGTHS = ParametricLengthConfig(
+    median_start=300.0, median_end=800.0, sigma=0.15, prompt_sigma=0.0,
+    tail_prob_start=0.001, tail_prob_end=0.01, max_tokens=4096,
+)  # fmt: skip
 
 
 def simulate(policy, steps: int, prompts: int, seed: int):
-    env = SyntheticLengths(prompts, steps, seed)
+    pool = ParametricLengths(DEMO_LENGTHS, steps, prompts, seed).block(0, policy.max_group_size)
     records = []
     for t in range(steps):
         g = policy.next_group_size()
-        records.append(policy.observe(env.sample(t, g)))
+        records.append(policy.observe(pool[t, :, :g]))
     return records
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--steps", type=int, default=400)
+    ap.add_argument("--steps", type=int, default=400, help="at most 1024")
     ap.add_argument("--prompts", type=int, default=8, help="prompts per step")
     ap.add_argument("--delta", type=float, default=SAGCConfig.delta)
     ap.add_argument("--tau", type=float, default=SAGCConfig.tau)

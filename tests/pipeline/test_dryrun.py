@@ -5,7 +5,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -22,8 +21,12 @@ def job_counts(output):
     return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M)}
 
 
-def test_default_dry_run_enumerates_the_grid():
-    rc, out = snakemake("-n", "--directory", str(REPO))
+# Dry runs go to an empty working directory: a developer's own results/ must not turn
+# them into "Nothing to be done".
+
+
+def test_default_dry_run_enumerates_the_grid(tmp_path):
+    rc, out = snakemake("-n", "--directory", str(tmp_path))
     assert rc == 0, out
     counts = job_counts(out)
     # 2 models x 2 algorithms x 4 sizings x 1 seed
@@ -36,8 +39,8 @@ def test_default_dry_run_enumerates_the_grid():
                 assert f"results/default/train/{model}/{algo}/{sizing}/seed0/done.json" in out
 
 
-def test_paper_dry_run_enumerates_the_grid_with_gpus():
-    rc, out = snakemake("-n", "--configfile", "configs/paper.yaml")
+def test_paper_dry_run_enumerates_the_grid_with_gpus(tmp_path):
+    rc, out = snakemake("-n", "--directory", str(tmp_path), "--configfile", str(REPO / "configs/paper.yaml"))
     assert rc == 0, out
     counts = job_counts(out)
     assert counts["train"] == 16 and counts["evaluate_cell"] == 16 and counts["evaluate_base"] == 2
