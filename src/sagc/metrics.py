@@ -19,6 +19,16 @@ metrics (KL, entropy, clip ratios, ...) are logged alongside under a ``trl/`` pr
 | ``time/rollout_s``           | seconds spent generating rollouts (dynamic-sampling rounds too)|
 | ``time/step_s``              | seconds of the whole step (generation + scoring + update)      |
 | ``time/wallclock_s``         | cumulative training seconds (sum of step_s, survives resume)   |
+| ``time/cpu_s``               | process CPU seconds of the step (immune to time-slicing)       |
+| ``time/cpu_total_s``         | cumulative CPU seconds (survives resume)                       |
+| ``cost/decode_steps``        | sum over generate calls of the longest completion: the decode  |
+|                              | steps of a synchronous rollout (what a straggler prolongs)     |
+| ``cost/padded_tokens``       | sum over generate calls of rows x longest: completion positions|
+|                              | HF generate computes, padding included                         |
+| ``cost/prompt_padding``      | pad tokens added to left-pad each call's prompts               |
+| ``cost/generate_calls``      | generate calls in the step (DAPO refill rounds add calls)      |
+| ``cost/train_padded_tokens`` | rows x (padded prompt + completion width) x num_iterations: the|
+|                              | tokens of the training passes, padding included                |
 | ``tokens/generated``         | completion tokens generated this step                          |
 | ``tokens/padding_efficiency``| sum(lengths) / (rollouts * max length)                         |
 | ``reward/mean``, ``reward/std`` | total reward over the step's rollouts                       |
@@ -43,6 +53,21 @@ POSTERIOR_MEAN_PREFIX = "sagc/posterior_mean/g"
 ROLLOUT_SECONDS = "time/rollout_s"
 STEP_SECONDS = "time/step_s"
 WALLCLOCK_SECONDS = "time/wallclock_s"
+CPU_SECONDS = "time/cpu_s"
+CPU_TOTAL_SECONDS = "time/cpu_total_s"
+
+#: The deterministic per-step costs: name in ``done.json``'s history -> W&B metric. They are
+#: functions of the step's rollouts (lengths and shapes), never of the machine's speed.
+COST = {
+    "decode_steps": "cost/decode_steps",
+    "padded_tokens": "cost/padded_tokens",
+    "prompt_padding": "cost/prompt_padding",
+    "generate_calls": "cost/generate_calls",
+    "train_padded_tokens": "cost/train_padded_tokens",
+}
+DECODE_STEPS = COST["decode_steps"]
+PADDED_TOKENS = COST["padded_tokens"]
+TRAIN_PADDED_TOKENS = COST["train_padded_tokens"]
 
 TOKENS_GENERATED = "tokens/generated"
 PADDING_EFFICIENCY = "tokens/padding_efficiency"
@@ -73,7 +98,8 @@ def posterior_mean_key(group_size: int) -> str:
 #: Metrics every training run logs at every step (fixed G and SAGC alike).
 REQUIRED = (
     STEP, GROUP_SIZE, STRAGGLER, LENGTH_RATIO, STRAGGLER_RATE,
-    ROLLOUT_SECONDS, STEP_SECONDS, WALLCLOCK_SECONDS, TOKENS_GENERATED, PADDING_EFFICIENCY,
+    ROLLOUT_SECONDS, STEP_SECONDS, WALLCLOCK_SECONDS, CPU_SECONDS, CPU_TOTAL_SECONDS,
+    *COST.values(), TOKENS_GENERATED, PADDING_EFFICIENCY,
     REWARD_MEAN, REWARD_STD, LENGTH_MEAN, LENGTH_MEDIAN, LENGTH_MAX, TRUNCATED_FRAC,
     N_PROMPTS, N_ROLLOUTS,
 )  # fmt: skip

@@ -14,12 +14,15 @@ def test_cells_enumerate_the_product():
     assert cells[0].id == "tiny-qwen2/grpo/g4/seed0"
 
 
-def test_seeds_are_stable_hashes_of_the_cell():
+def test_seeds_are_stable_hashes_shared_by_the_sizings_of_a_pair():
     cell = Cell("tiny-qwen2", "grpo", "sagc", 1)
-    assert cell.train_seed == zlib.crc32(b"tiny-qwen2/grpo/sagc/seed1") & 0x7FFFFFFF
-    assert cell.train_seed == Cell("tiny-qwen2", "grpo", "sagc", 1).train_seed
-    seeds = {c.train_seed for c in grid().cells()}
-    assert len(seeds) == len(grid()), "every cell gets its own stream"
+    assert cell.train_seed == zlib.crc32(b"tiny-qwen2/grpo/seed1") & 0x7FFFFFFF
+    # Paired: every sizing of one model/algorithm/seed sees the same prompt stream.
+    assert {Cell("tiny-qwen2", "grpo", s, 1).train_seed for s in ("g4", "g16", "sagc", "sagc-fast")} == {
+        cell.train_seed
+    }
+    pairs = {(c.model, c.algorithm, c.seed): c.train_seed for c in grid().cells()}
+    assert len(set(pairs.values())) == len(pairs), "seeds, algorithms and models get their own streams"
 
 
 def test_layout():

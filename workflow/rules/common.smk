@@ -18,7 +18,7 @@ from sagc.pipeline.cells import (
 )
 from sagc.pipeline.config import prepare
 from sagc.pipeline.env import configure_job_environment
-from sagc.pipeline.grid import Cell
+from sagc.pipeline.grid import Cell, stable_seed
 
 # Fails here, before any job, naming the file and the key.
 prepare(

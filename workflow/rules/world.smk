@@ -47,7 +47,7 @@ if WORLD == "tiny":
         params:
             data=lambda wc, input: os.path.dirname(input.data),
             arch=lambda wc: config["models"][wc.model]["arch"],
-            seed=lambda wc: Cell(wc.model, "base", "base", 0).train_seed,
+            seed=lambda wc: stable_seed(wc.model, "base", "base", "seed0"),
             flags=cli_flags(config["tiny"]["model"]),
         threads: 1
         resources:

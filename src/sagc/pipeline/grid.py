@@ -22,6 +22,12 @@ RESULTS = "results"
 FIGURES = "paper_figures"
 
 
+def stable_seed(*parts: str) -> int:
+    """A seed from names: ``zlib.crc32`` of ``"/".join(parts)`` (never Python's salted
+    ``hash()``), so the same names give the same seed in every process and on every machine."""
+    return zlib.crc32("/".join(parts).encode()) & 0x7FFFFFFF
+
+
 @dataclass(frozen=True)
 class Cell:
     """One training run of the grid."""
@@ -37,10 +43,11 @@ class Cell:
 
     @property
     def train_seed(self) -> int:
-        """The seed the trainer and the controller get: a stable hash of the cell id
-        (``zlib.crc32``, never Python's salted ``hash()``), so every cell has its own
-        stream and the same cell always gets the same one."""
-        return zlib.crc32(self.id.encode()) & 0x7FFFFFFF
+        """The seed the trainer and the controller get: a stable hash of model, algorithm
+        and seed index, *not* of the sizing. The cells of one seed (g4, g8, g16, sagc, ...)
+        therefore draw the same prompt stream — the same prompts at every step while P is
+        fixed — and form a paired comparison; seeds, algorithms and models differ."""
+        return stable_seed(self.model, self.algorithm, f"seed{self.seed}")
 
     def wildcards(self) -> dict[str, Any]:
         return {"model": self.model, "algo": self.algorithm, "sizing": self.sizing, "seed": self.seed}

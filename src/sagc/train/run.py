@@ -25,6 +25,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from sagc.metrics import COST
 from sagc.train.config import TrainConfig, load_config
 
 log = logging.getLogger("sagc.train")
@@ -183,17 +184,21 @@ def build_trainer(cfg: TrainConfig, *, callbacks: list | None = None, step_logge
 
 
 def summarize_history(history: list[dict]) -> dict:
-    """Straggler rate, mean G, rollout share of step time, ... of a finished run."""
+    """Straggler rate, mean G, rollout share of step time, cost totals, ... of a finished run."""
     import numpy as np
 
     if not history:
         return {"steps": 0}
     step_s = float(sum(h["step_s"] for h in history))
     rollout_s = float(sum(h["rollout_s"] for h in history))
+    second_half = history[len(history) // 2:]
     return {
         "steps": len(history),
         "wallclock_s": float(history[-1]["wallclock_s"]),
+        "cpu_s": float(history[-1]["cpu_total_s"]),
+        **{name: int(sum(h[name] for h in history)) for name in COST},
         "straggler_rate": float(np.mean([h["straggler"] for h in history])),
+        "straggler_rate_second_half": float(np.mean([h["straggler"] for h in second_half])),
         "mean_group_size": float(np.mean([h["group_size"] for h in history])),
         "rollout_share": rollout_s / step_s if step_s > 0 else float("nan"),
         "reward_mean": float(np.nanmean([h["reward_mean"] for h in history])),

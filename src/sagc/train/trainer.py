@@ -23,6 +23,13 @@ What changes against TRL 1.16 (and why; see ../shared/docs/field-notes.md):
 * **No silent drops.** Every layout is checked at construction for every candidate G, and
   each step asserts its row count before TRL's ``split_tensor_dict`` (which would drop a
   remainder).
+* **Deterministic cost.** Every generate call is recorded (``GenerateCall``: rows, longest
+  completion, completion tokens, prompt padding) and summed per step into machine-independent
+  costs (``sagc.metrics``, ``cost/*``): the decode steps of a synchronous decode, the padded
+  tokens HF ``generate`` computes, and the padded tokens of the training passes. They are a
+  function of the rollouts alone, so they are identical on every machine that draws the same
+  rollouts, unlike wall-clock. Process CPU time is logged beside wall time: it does not grow
+  when other jobs time-slice the same cores.
 * **Logging.** One row per step through ``step_logger`` (names from ``sagc.metrics``),
   plus TRL's own per-update metrics averaged over the step under ``trl/``. TRL's
   ``report_to`` is expected to be "none".
@@ -88,6 +95,49 @@ class SAGCTrainingArguments:
         return int(self.prompts_per_step)
 
 
+@dataclass(frozen=True)
+class GenerateCall:
+    """One call of ``generate``: what a synchronous decode of that batch costs.
+
+    ``rows``: completions generated; ``longest``: the longest completion in tokens (every
+    row waits for it: the decode steps of the call); ``tokens``: completion tokens summed;
+    ``prompt_padding``: pad tokens added to left-pad the prompts to the longest one.
+    """
+
+    rows: int
+    longest: int
+    tokens: int
+    prompt_padding: int
+
+    @classmethod
+    def of(cls, prompt_ids: list, completion_ids: list) -> "GenerateCall":
+        prompt_lengths = [len(p) for p in prompt_ids]
+        lengths = [len(c) for c in completion_ids]
+        widest = max(prompt_lengths, default=0)
+        return cls(rows=len(lengths), longest=max(lengths, default=0), tokens=sum(lengths),
+                   prompt_padding=sum(widest - n for n in prompt_lengths))
+
+    @property
+    def padded_tokens(self) -> int:
+        """Completion positions HF ``generate`` computes: every row runs ``longest`` steps."""
+        return self.rows * self.longest
+
+    def to_dict(self) -> dict[str, int]:
+        return {"rows": self.rows, "longest": self.longest, "tokens": self.tokens,
+                "prompt_padding": self.prompt_padding}
+
+
+def step_costs(calls: list[GenerateCall], train_padded_tokens: int) -> dict[str, int]:
+    """The deterministic cost of one step from its generate calls (see ``sagc.metrics``)."""
+    return {
+        "decode_steps": sum(c.longest for c in calls),
+        "padded_tokens": sum(c.padded_tokens for c in calls),
+        "prompt_padding": sum(c.prompt_padding for c in calls),
+        "generate_calls": len(calls),
+        "train_padded_tokens": int(train_padded_tokens),
+    }
+
+
 @dataclass
 class _StepInProgress:
     """Everything measured while one step runs (its rollout rounds and its updates)."""
@@ -98,6 +148,8 @@ class _StepInProgress:
     truncated: list = field(default_factory=list)
     rewards: list = field(default_factory=list)
     gen_seconds: float = 0.0
+    calls: list = field(default_factory=list)
+    train_padded_tokens: int = 0
     ds_rounds: int = 0
     ds_dropped: int = 0
     ds_filled: int = 0
@@ -218,8 +270,10 @@ class SAGCGRPOTrainer(GRPOTrainer):
         self.length_trace: list[dict] = []
         self.rows: list[dict] = []  # the logged row of every finished step (replayed on resume)
         self.wallclock_s = 0.0
+        self.cpu_s = 0.0
         self._current: _StepInProgress | None = None
         self._step_t0: float | None = None
+        self._step_cpu0: float | None = None
         self._update_loss = 0.0
         self.add_callback(_StepBoundary(self))
         # One concise line per step (below) instead of TRL's per-update dict printing.
@@ -248,6 +302,7 @@ class SAGCGRPOTrainer(GRPOTrainer):
     def training_step(self, model, inputs, num_items_in_batch):
         if self._step_t0 is None:
             self._step_t0 = time.perf_counter()  # first micro-step of a new step
+            self._step_cpu0 = time.process_time()
         loss = super().training_step(model, inputs, num_items_in_batch)
         self._update_loss += float(loss.detach().float().item())
         return loss
@@ -267,6 +322,7 @@ class SAGCGRPOTrainer(GRPOTrainer):
                 raise RuntimeError(f"{len(lengths)} completions do not form groups of G={g}")
             cur.length_groups.extend(lengths[i : i + g] for i in range(0, len(lengths), g))
             cur.truncated.extend(trunc)
+            cur.calls.append(GenerateCall.of(result[0], completion_ids))
             cur.gen_seconds += dt
         return result
 
@@ -307,6 +363,9 @@ class SAGCGRPOTrainer(GRPOTrainer):
                 f"{self.args.steps_per_generation}: refusing a split that would drop rows"
             )
         cur.n_prompts, cur.n_rollouts = p, n_rows
+        # TRL trains on these padded tensors, num_iterations times.
+        width = int(scored["prompt_ids"].shape[1]) + int(scored["completion_ids"].shape[1])
+        cur.train_padded_tokens = n_rows * width * self.args.num_iterations
         cur.record = self.group_sizer.observe(cur.length_groups)
         return scored
 
@@ -362,8 +421,11 @@ class SAGCGRPOTrainer(GRPOTrainer):
     def _finish_step(self) -> None:
         cur = self._current
         step_s = time.perf_counter() - self._step_t0
+        cpu_s = time.process_time() - self._step_cpu0
         self.wallclock_s += step_s
-        row = self.step_metrics(cur, step_s)
+        self.cpu_s += cpu_s
+        row = self.step_metrics(cur, step_s, cpu_s)
+        costs = {name: row[key] for name, key in M.COST.items()}
         self.history.append({
             "step": cur.step, "group_size": cur.group_size,
             "straggler": bool(cur.record.straggler), "ratio": cur.record.ratio,
@@ -372,6 +434,8 @@ class SAGCGRPOTrainer(GRPOTrainer):
             "length_median": row[M.LENGTH_MEDIAN], "prompts": cur.n_prompts, "rollouts": cur.n_rollouts,
             "ds_rounds": cur.ds_rounds, "ds_dropped_groups": cur.ds_dropped,
             "ds_filled_groups": cur.ds_filled, "loss": row[M.LOSS],
+            "cpu_s": cpu_s, "cpu_total_s": self.cpu_s, **costs,
+            "calls": [c.to_dict() for c in cur.calls],
         })  # fmt: skip
         self.rows.append(row)
         self.length_trace.append({
@@ -386,9 +450,9 @@ class SAGCGRPOTrainer(GRPOTrainer):
         if self.step_logger is not None:
             self.step_logger.log(row, step=cur.step)
         self._current = None
-        self._step_t0 = None
+        self._step_t0 = self._step_cpu0 = None
 
-    def step_metrics(self, cur: _StepInProgress, step_s: float) -> dict[str, float]:
+    def step_metrics(self, cur: _StepInProgress, step_s: float, cpu_s: float) -> dict[str, float]:
         """The W&B row of a finished step (names from ``sagc.metrics``)."""
         groups = as_groups(cur.length_groups)
         flat = np.concatenate(groups)
@@ -404,6 +468,8 @@ class SAGCGRPOTrainer(GRPOTrainer):
             M.ROLLOUT_SECONDS: cur.gen_seconds,
             M.STEP_SECONDS: step_s,
             M.WALLCLOCK_SECONDS: self.wallclock_s,
+            M.CPU_SECONDS: cpu_s,
+            M.CPU_TOTAL_SECONDS: self.cpu_s,
             M.TOKENS_GENERATED: int(flat.sum()),
             M.PADDING_EFFICIENCY: padding_efficiency(groups),
             # Sample std, as TRL's reward_std (nanstd with Bessel's correction).
@@ -417,6 +483,8 @@ class SAGCGRPOTrainer(GRPOTrainer):
             M.N_ROLLOUTS: cur.n_rollouts,
             M.LOSS: float(np.mean(cur.update_losses)) if cur.update_losses else math.nan,
         }
+        costs = step_costs(cur.calls, cur.train_padded_tokens)
+        row.update({M.COST[name]: value for name, value in costs.items()})
         if rec.lambda_ is not None:
             row[M.LAMBDA] = rec.lambda_
             for g, m in rec.posterior_mean.items():
@@ -440,6 +508,7 @@ class SAGCGRPOTrainer(GRPOTrainer):
             "group_sizer": self.group_sizer.state_dict(),
             "prompt_stream": self.prompt_stream.state_dict(),
             "wallclock_s": self.wallclock_s,
+            "cpu_s": self.cpu_s,
             "history": self.history,
             "rows": self.rows,
             "length_trace": self.length_trace,
@@ -451,6 +520,7 @@ class SAGCGRPOTrainer(GRPOTrainer):
         self.group_sizer.load_state_dict(state["group_sizer"])
         self.prompt_stream.load_state_dict(state["prompt_stream"])
         self.wallclock_s = float(state["wallclock_s"])
+        self.cpu_s = float(state.get("cpu_s", 0.0))
         self.history = list(state["history"])
         self.rows = list(state.get("rows", []))
         self.length_trace = list(state.get("length_trace", []))
