@@ -61,6 +61,14 @@ def history_rows(sizing: str, seed: int) -> list[dict]:
             metrics.ROLLOUT_SECONDS: spec["rollout_s"],
             metrics.STEP_SECONDS: spec["step_s"],
             metrics.WALLCLOCK_SECONDS: wall,
+            metrics.CPU_SECONDS: spec["step_s"] / 2,
+            metrics.CPU_TOTAL_SECONDS: wall / 2,
+            # Costs: a straggling step decodes 30 steps, a quiet one 15 (max = median x ratio).
+            metrics.DECODE_STEPS: median * ratio,
+            metrics.PADDED_TOKENS: 4 * g * median * ratio,
+            metrics.COST["prompt_padding"]: 0,
+            metrics.COST["generate_calls"]: 1,
+            metrics.TRAIN_PADDED_TOKENS: 4 * g * (20 + median * ratio),
             metrics.TOKENS_GENERATED: 4 * g * 12,
             metrics.PADDING_EFFICIENCY: 0.5 + 0.05 * i,  # mean over the 6 steps: 0.625
             metrics.REWARD_MEAN: round(0.1 * step + 0.1 * seed, 10),
@@ -119,10 +127,24 @@ def wait_for_flush(run_dir: Path, timeout: float = 30.0) -> None:
         time.sleep(0.05)
 
 
+#: Problems per synthetic evaluation: problem i scores 1 when i < 100 x accuracy, so two
+#: evaluations differ exactly on the problems between their accuracies.
+N_DOCS = 100
+
+
 def write_eval(path: Path, model: str, cell: str, acc: dict[str, float]) -> None:
+    """summary.json plus lm-eval-style per-problem samples files, as the runner leaves them."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tasks = {t: {"accuracy": a, "accuracy_stderr": 0.01, "mean_output_tokens": 100.0 + 100 * a,
-                 "truncation_rate": 0.0, "n_samples": 50} for t, a in acc.items()}  # fmt: skip
+                 "truncation_rate": 0.0, "n_samples": N_DOCS} for t, a in acc.items()}  # fmt: skip
     path.write_text(json.dumps({"model": model, "cell": cell, "tasks": tasks}))
+    samples = path.parent / "lm_eval" / "model"
+    samples.mkdir(parents=True, exist_ok=True)
+    for task, a in acc.items():
+        ones = round(N_DOCS * a)
+        rows = [{"doc_id": i, "exact_match": float(i < ones)} for i in range(N_DOCS)]
+        (samples / f"samples_{task}_2026-01-01T00-00-00.jsonl").write_text(
+            "".join(json.dumps(r) + "\n" for r in rows)
+        )
 
 

@@ -105,4 +105,5 @@ def test_time_unit_reaches_tables(world_copy, unit):
     md = (root / "results/t/tables/efficiency.md").read_text()
     assert f"Wall-clock ({unit})" in md
     expected = {"s": "126.00 ± 8.49", "h": "0.04 ± 0.00"}[unit]  # g16: 120 s and 132 s
-    assert f"| g16 | 2/2 | 91.7 ± 11.8 | {expected} |" in md
+    g16 = next(line for line in md.splitlines() if "| g16 |" in line)
+    assert f"| {expected} |" in g16

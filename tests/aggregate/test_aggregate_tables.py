@@ -11,7 +11,7 @@ from sagc.aggregate.api import aggregate
 from sagc.aggregate.collect import collect
 from sagc.aggregate.grid import parse_grid
 from sagc.aggregate.outputs import table_files, table_outputs
-from sagc.aggregate.tables import downstream_table, efficiency_table, headline_lines
+from sagc.aggregate.tables import downstream_table, efficiency_table, headline_claims
 
 SQRT2 = math.sqrt(2)
 
@@ -69,12 +69,22 @@ def test_efficiency_values_by_hand(collected):
 def test_efficiency_markdown_and_latex(collected):
     table = efficiency_table(collected)
     md, tex = table.markdown(), table.latex()
-    assert "| Model | Algorithm | Sizing | Seeds | Straggler rate (%) | Wall-clock (min) |" in md
+    assert ("| Model | Algorithm | Sizing | Seeds | Straggler rate (%) | 2nd-half straggler rate (%) | "
+            "Mean G | Decode steps / step | Cost speed-up vs g16 |") in md
     sagc_line = next(line for line in md.splitlines() if "| sagc |" in line)
     cells = [c.strip() for c in sagc_line.strip("|").split("|")]
-    assert cells[:7] == ["tiny-a", "grpo", "sagc", "2/2", "33.3 ± 0.0", "1.30 ± 0.14", "1.62×"]
-    assert "Speed-up vs g16" in md
-    assert r"33.3 $\pm$ 0.0" in tex and r"1.62$\times$" in tex and r"\toprule" in tex
+    assert cells[:4] == ["tiny-a", "grpo", "sagc", "2/2"]
+    assert cells[4].startswith("33.3 [")  # 4 of 12 steps straggle
+    assert cells[5] == "0.0 [0.0, 0.0]"  # steps 4-6 of both seeds are quiet
+    assert cells[7].startswith("20.0 [")  # decode steps: (4 x 30 + 8 x 15) / 12
+    assert cells[8].startswith("1.44× [")  # g16: 11 x 30 + 15 = 345 decode steps; sagc 240
+    # Paired CPU and wall-clock ratios: 252 s / 156 s overall (seed 0: 20/12 per step,
+    # seed 1: 22/14), so the interval is narrow around 1.62 and well above 1.
+    assert cells[10].startswith("1.62× [1.5") and cells[12] == cells[10]
+    f = table.frame.set_index("sizing")
+    assert 1.5 < f.loc["sagc", "speedup_low"] < 252 / 156 < f.loc["sagc", "speedup_high"] < 1.7
+    assert cells[11] == "1.30 ± 0.14"
+    assert r"1.30 $\pm$ 0.14" in tex and r"1.62$\times$ [" in tex and r"\toprule" in tex
     assert r"Straggler rate (\%)" in tex
 
 
@@ -89,17 +99,27 @@ def test_downstream_values_by_hand(collected):
     assert g4["aime_accuracy_std"] == pytest.approx(0.02 / SQRT2)
     assert g4["gpqa_mean_output_tokens"] == pytest.approx(141.0)  # 100 + 100 * acc
     assert g4["mean_output_tokens"] == pytest.approx((111.0 + 141.0) / 2)
+    # The interval comes from the per-problem samples: 11 % of 200 problem evaluations.
+    assert g4["aime_accuracy_low"] < 0.11 < g4["aime_accuracy_high"]
     md = table.markdown()
-    # one seed: ± lm-eval stderr; two seeds: ± std over seeds
-    assert "| tiny-a | base | - | 1/1 | 5.0 ± 1.0 | 25.0 ± 1.0 | 115.0 |" in md
-    assert "| tiny-a | grpo | g4 | 2/2 | 11.0 ± 1.4 | 41.0 ± 1.4 | 126.0 |" in md
+    assert "| tiny-a | base | - | 1/1 | 5.0 [" in md and "| 115.0 |" in md
+    assert "| tiny-a | grpo | g4 | 2/2 | 11.0 [" in md
 
 
-def test_headline_line(collected):
-    assert headline_lines(collected) == [
-        "tiny-a GRPO, sagc vs g16: straggler rate 91.7% → 33.3%, wall-clock 2.10 min → "
-        "1.30 min (1.62× faster), final reward 0.550 → 0.550"
-    ]
+def test_headline_claims(collected):
+    claims = {c.claim: c for c in headline_claims(collected)}
+    assert {c.pair for c in claims.values()} == {"tiny-a GRPO, sagc vs g16 (2 seeds, 12 paired steps)"}
+    fewer = claims["fewer stragglers"]
+    assert fewer.verdict == "holds" and "91.7% → 33.3%" in fewer.detail and "-58.3 pts [" in fewer.detail
+    cheaper = claims["cheaper (decode steps)"]
+    assert cheaper.verdict == "holds" and "cost speed-up 1.44× [" in cheaper.detail
+    # Rewards are identical step by step (0.1 x step + 0.1 x seed for every sizing).
+    reward = claims["reward not worse (margin 0.05)"]
+    assert reward.verdict == "holds" and "+0.000 [+0.000, +0.000]" in reward.detail
+    # sagc is right on 10 more problems of 100 than g16, in both seeds and both tasks.
+    for task in ("aime", "gpqa"):
+        acc = claims[f"{task} accuracy not worse (margin 5 pts)"]
+        assert acc.verdict == "holds" and "+10.0 pts [" in acc.detail and "200 paired" in acc.detail
 
 
 def test_aggregate_writes_documented_files(world_copy):

@@ -4,6 +4,11 @@ Definitions (one training cell = one W&B history, one row per step; metric names
 ``sagc.metrics``):
 
 * straggler rate   = mean of ``sagc/straggler`` over the logged steps;
+* 2nd-half rate    = the same over the second half of the steps (step > last step / 2):
+                     where a controller should have converged;
+* decode steps     = mean of ``cost/decode_steps`` per step (the machine-independent cost
+                     of a synchronous rollout; ``sagc.metrics``);
+* CPU seconds      = ``time/cpu_total_s`` at the last logged step (process CPU time);
 * wall-clock       = ``time/wallclock_s`` at the last logged step (cumulative training
                      seconds, it survives resume), shown in the grid's ``time_unit``;
 * rollout share    = sum(``time/rollout_s``) / sum(``time/step_s``) over the steps;
@@ -15,8 +20,9 @@ Definitions (one training cell = one W&B history, one row per step; metric names
 * padding eff.     = mean of ``tokens/padding_efficiency`` over the steps;
 * speed-up         = wall-clock of the reference sizing / wall-clock of the row, where the
                      reference is the *largest fixed G present* for the same model and
-                     algorithm (``g16`` in the paper grid), both averaged over seeds first
-                     (seeds are not paired, so the ratio of means is used and has no std).
+                     algorithm (``g16`` in the paper grid), both averaged over seeds first.
+                     The paired speed-ups with confidence intervals (cost, CPU time,
+                     wall-clock) are in ``sagc.aggregate.paired`` and the tables.
 
 Over seeds: mean and sample standard deviation (ddof = 1); with one seed the std is NaN
 and only the mean is shown. NaN values inside a history column are ignored by the means.
@@ -36,6 +42,9 @@ from sagc import metrics
 #: The per-cell statistics: name -> (history metrics it needs).
 CELL_STATS = {
     "straggler_rate": (metrics.STRAGGLER,),
+    "straggler_rate_second_half": (metrics.STRAGGLER,),
+    "decode_steps": (metrics.DECODE_STEPS,),
+    "cpu_s": (metrics.CPU_TOTAL_SECONDS,),
     "wallclock_s": (metrics.WALLCLOCK_SECONDS,),
     "rollout_share": (metrics.ROLLOUT_SECONDS, metrics.STEP_SECONDS),
     "final_reward": (metrics.REWARD_MEAN,),
@@ -86,9 +95,14 @@ def cell_stats(history: pd.DataFrame, last_k: int) -> dict[str, float]:
     wall = _col(h, metrics.WALLCLOCK_SECONDS).dropna()
     step_s = _col(h, metrics.STEP_SECONDS).sum()
     reward = _col(h, metrics.REWARD_MEAN).dropna()
+    steps = _col(h, metrics.STEP)
+    second_half = h[steps > steps.max() / 2]
     return {
         "steps": int(len(h)),
         "straggler_rate": float(_col(h, metrics.STRAGGLER).mean()),
+        "straggler_rate_second_half": float(_col(second_half, metrics.STRAGGLER).mean()),
+        "decode_steps": float(_col(h, metrics.DECODE_STEPS).mean()),
+        "cpu_s": float(_col(h, metrics.CPU_TOTAL_SECONDS).dropna().iloc[-1]),
         "wallclock_s": float(wall.iloc[-1]),
         "rollout_share": float(_col(h, metrics.ROLLOUT_SECONDS).sum() / step_s) if step_s > 0 else math.nan,
         "final_reward": float(reward.iloc[-last_k:].mean()),

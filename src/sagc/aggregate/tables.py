@@ -1,9 +1,13 @@
 """The paper's tables: training efficiency, downstream accuracy, and the headline lines.
 
-Each table is written as CSV (numbers, mean and std in separate columns, empty where a
-value is missing — never zero), Markdown and LaTeX (display strings, ``mean ± std``).
-Rows are one model x algorithm x sizing, aggregated over seeds (see ``sagc.aggregate.stats``
-for every definition). Incomplete cells are never dropped: a row shows ``k/n`` seeds and a
+Each table is written as CSV (numbers: mean and std over seeds, and the 95 % interval as
+``_low``/``_high`` where one is computed, in separate columns, empty where a value is
+missing — never zero), Markdown and LaTeX (display strings). Rows are one model x
+algorithm x sizing, aggregated over seeds (see ``sagc.aggregate.stats`` for every
+definition). Per-step quantities (straggler rates, decode steps, reward) show
+``mean [95 % interval]`` (batch means over the seeds' steps); speed-ups against
+the reference fixed G are paired by seed and step (``sagc.aggregate.paired``); run totals
+(wall-clock) show ``mean ± std`` over seeds. Incomplete cells are never dropped: a row shows ``k/n`` seeds and a
 note names each missing cell and why; a row without any complete seed reads ``missing``.
 
 Files (in ``tables_dir``): ``efficiency.{csv,md,tex}``, ``downstream.{csv,md,tex}``,
@@ -17,8 +21,11 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
+from sagc import metrics
+from sagc.aggregate import paired
 from sagc.aggregate.collect import CellResult, Collected
 from sagc.aggregate.grid import TIME_UNITS
 from sagc.aggregate.palette import sizing_order
@@ -30,14 +37,35 @@ MISSING = "missing"
 #: Efficiency statistics: (stat, display header, formatter kind).
 _EFF_COLUMNS = (
     ("straggler_rate", "Straggler rate (%)", "pct"),
-    ("wallclock", "Wall-clock ({unit})", "2f"),
-    ("speedup", "Speed-up vs {ref}", "x"),
-    ("final_reward", "Final reward (last {k})", "3f"),
+    ("straggler_rate_second_half", "2nd-half straggler rate (%)", "pct"),
     ("mean_group_size", "Mean G", "2f"),
+    ("decode_steps", "Decode steps / step", "1f"),
+    ("cost_speedup", "Cost speed-up vs {ref}", "x"),
+    ("token_speedup", "Token speed-up", "x"),
+    ("cpu_speedup", "CPU-time speed-up", "x"),
+    ("wallclock", "Wall-clock ({unit})", "2f"),
+    ("speedup", "Wall-clock speed-up", "x"),
+    ("final_reward", "Final reward (last {k})", "3f"),
     ("mean_length", "Mean length (tok)", "1f"),
     ("padding_efficiency", "Padding eff. (%)", "pct"),
     ("rollout_share", "Rollout share (%)", "pct"),
 )
+
+#: Per-step statistics shown with a batch-means interval: stat -> (metric, which steps).
+_STEP_INTERVALS = {
+    "straggler_rate": (metrics.STRAGGLER, "all"),
+    "straggler_rate_second_half": (metrics.STRAGGLER, "second_half"),
+    "decode_steps": (metrics.DECODE_STEPS, "all"),
+    "final_reward": (metrics.REWARD_MEAN, "last_k"),
+}
+
+#: Paired speed-ups against the reference: stat -> the per-step cost it sums.
+_SPEEDUPS = {
+    "cost_speedup": metrics.DECODE_STEPS,
+    "token_speedup": metrics.PADDED_TOKENS,
+    "cpu_speedup": metrics.CPU_SECONDS,
+    "speedup": metrics.STEP_SECONDS,
+}
 
 
 @dataclass
@@ -69,12 +97,17 @@ class Table:
 # --------------------------------------------------------------------------- helpers
 
 
-def fmt(value: MeanStd | float, kind: str) -> str:
-    """Display string: ``mean ± std`` (std only with 2+ seeds); ``missing`` for NaN."""
+def fmt(value: MeanStd | paired.Interval | float, kind: str) -> str:
+    """Display string: ``mean [low, high]`` for an interval, ``mean ± std`` (std only with
+    2+ seeds) for a ``MeanStd``; ``missing`` for NaN."""
+    scale, spec = {"pct": (100.0, ".1f"), "x": (1.0, ".2f")}.get(kind, (1.0, "." + kind))
+    if isinstance(value, paired.Interval):
+        if math.isnan(value.estimate):
+            return MISSING
+        return value.text(spec, scale, "×" if kind == "x" else "")
     ms = value if isinstance(value, MeanStd) else MeanStd(float(value), math.nan, 1)
     if math.isnan(ms.mean):
         return MISSING
-    scale, spec = {"pct": (100.0, ".1f"), "x": (1.0, ".2f")}.get(kind, (1.0, "." + kind))
     text = format(ms.mean * scale, spec)
     if not math.isnan(ms.std):
         text += " ± " + format(ms.std * scale, spec)
@@ -119,51 +152,104 @@ def _missing_cells(rs) -> str:
 # --------------------------------------------------------------------------- efficiency
 
 
-def _efficiency_stats(rs: list[CellResult], divisor: float) -> dict[str, MeanStd]:
+def _histories(rs: list[CellResult]) -> dict[int, pd.DataFrame]:
+    """Seed -> step-sorted history of every complete cell."""
+    return {r.cell.seed: r.run.history.sort_values(metrics.STEP) for r in rs if r.complete}
+
+
+def _steps(history: pd.DataFrame, which: str, last_k: int) -> pd.DataFrame:
+    if which == "second_half":
+        step = pd.to_numeric(history[metrics.STEP])
+        return history[step > step.max() / 2]
+    return history.iloc[-last_k:] if which == "last_k" else history
+
+
+def step_interval(rs: list[CellResult], metric: str, which: str = "all", last_k: int = 5) -> paired.Interval:
+    """Mean of a per-step metric over the seeds' steps (``which``: all, second_half,
+    last_k) with its batch-means interval (``sagc.aggregate.paired``)."""
+    strata = []
+    for h in _histories(rs).values():
+        strata.append(pd.to_numeric(_steps(h, which, last_k)[metric], errors="coerce").dropna().to_numpy(float))
+    return paired.mean_interval(strata)
+
+
+def paired_interval(ref_rs: list[CellResult], ctrl_rs: list[CellResult], metric: str, statistic,
+                    which: str = "all", last_k: int = 5) -> paired.Interval:
+    """``statistic`` (``paired.difference_interval`` or ``paired.ratio_interval``) over the
+    steps both cells of each seed logged."""
+    ref_h, ctrl_h = _histories(ref_rs), _histories(ctrl_rs)
+    strata = []
+    for seed in sorted(ref_h.keys() & ctrl_h.keys()):
+        a, b = paired.paired_steps(ref_h[seed], ctrl_h[seed], metric)
+        if which != "all":
+            n = len(a)
+            keep = slice(n // 2, n) if which == "second_half" else slice(max(0, n - last_k), n)
+            a, b = a[keep], b[keep]
+        strata.append((a, b))
+    return statistic(strata)
+
+
+def _efficiency_stats(rs: list[CellResult], divisor: float, last_k: int = 5) -> dict:
     done = [r for r in rs if r.complete]
     out = {name: MeanStd.of([r.stats[name] for r in done]) for name, *_ in _EFF_COLUMNS
-           if name not in ("wallclock", "speedup")}  # fmt: skip
+           if name not in ("wallclock",) and name not in _SPEEDUPS}  # fmt: skip
     out["wallclock"] = MeanStd.of([r.stats["wallclock_s"] / divisor for r in done])
+    for name, (metric, which) in _STEP_INTERVALS.items():
+        out[name + "_ci"] = step_interval(rs, metric, which, last_k)
     return out
 
 
 def efficiency_table(collected: Collected) -> Table:
-    """Training efficiency, one row per model x algorithm x sizing (mean ± std over seeds)."""
+    """Training efficiency, one row per model x algorithm x sizing (see the module docstring)."""
     grid = collected.grid
     unit = grid.time_unit
     divisor = TIME_UNITS[unit]
     rows_num, rows_txt = [], []
     grouped = groups(collected)
-    stats = {(m, a, s): _efficiency_stats(rs, divisor) for m, a, s, rs in grouped}
+    by_key = {(m, a, s): rs for m, a, s, rs in grouped}
+    stats = {key: _efficiency_stats(rs, divisor, grid.last_k) for key, rs in by_key.items()}
     refs = set()
     for model, algo, sizing, rs in grouped:
         st = stats[(model, algo, sizing)]
         ref = reference_sizing(s for m, a, s, _ in grouped if (m, a) == (model, algo))
         refs.add(ref)
-        ref_wall = stats[(model, algo, ref)]["wallclock"].mean if ref else math.nan
-        speedup = ref_wall / st["wallclock"].mean if st["wallclock"].mean > 0 else math.nan
+        speedups = {
+            name: (paired_interval(by_key[(model, algo, ref)], rs, metric, paired.ratio_interval)
+                   if ref else paired.Interval(math.nan, math.nan, math.nan, 0))
+            for name, metric in _SPEEDUPS.items()
+        }  # fmt: skip
         num = {"model": model, "algorithm": algo, "sizing": sizing,
                "seeds": sum(r.complete for r in rs), "seeds_expected": len(rs),
                "status": _status(rs)}  # fmt: skip
-        for name, *_ in _EFF_COLUMNS:
-            if name == "speedup":
-                num["speedup"], num["speedup_reference"] = speedup, ref or ""
+        txt = [model, algo, sizing, _seeds(rs)]
+        for name, _, kind in _EFF_COLUMNS:
+            if name in _SPEEDUPS:
+                iv = speedups[name]
+                num[name], num[f"{name}_low"], num[f"{name}_high"] = iv.estimate, iv.low, iv.high
+                if name == "speedup":
+                    num["speedup_reference"] = ref or ""
+                txt.append(fmt(iv, kind))
                 continue
             col = f"wallclock_{unit}" if name == "wallclock" else name
             num[f"{col}_mean"], num[f"{col}_std"] = st[name].mean, st[name].std
+            ci = st.get(name + "_ci")
+            if ci is not None:
+                num[f"{col}_low"], num[f"{col}_high"] = ci.low, ci.high
+            txt.append(fmt(ci if ci is not None else st[name], kind))
         num["missing_cells"] = _missing_cells(rs)
         rows_num.append(num)
-        txt = [model, algo, sizing, _seeds(rs)]
-        for name, _, kind in _EFF_COLUMNS:
-            txt.append(fmt(speedup if name == "speedup" else st[name], kind))
         rows_txt.append(txt)
     ref_label = "/".join(sorted(r for r in refs if r)) or "largest fixed G"
     headers = ["Model", "Algorithm", "Sizing", "Seeds"] + [
         h.format(unit=unit, ref=ref_label, k=grid.last_k) for _, h, _ in _EFF_COLUMNS
     ]
     notes = [
-        f"Mean ± std over seeds (sample std); speed-up = wall-clock of the largest fixed G "
-        f"({ref_label}) / wall-clock of the row, per model and algorithm."
+        "Per-step rates, decode steps and reward: mean [95 % interval] over every seed's steps "
+        "(batch means: 4 batches of consecutive steps per seed, Student's t). Speed-ups are paired against the largest "
+        f"fixed G ({ref_label}) of the same model, algorithm and seed, step by step: the "
+        "reference's summed cost / the row's, for decode steps (cost: the latency of a "
+        "synchronous decode, identical on every machine for the same rollouts), generated "
+        "padded tokens, process CPU time and wall-clock. Wall-clock: mean ± std over seeds."
     ] + missing_notes(collected)
     return Table("efficiency", pd.DataFrame(rows_num), headers, rows_txt, notes)
 
@@ -215,6 +301,18 @@ def _downstream_row(evals: list[dict], tasks: list[str]) -> tuple[dict, dict[str
     return num, show
 
 
+def accuracy_interval(eval_dirs: list[str], task: str) -> paired.Interval | None:
+    """Mean per-problem accuracy over the evaluations in ``eval_dirs`` with its t
+    interval (problems resampled within each evaluation); None without samples files."""
+    try:
+        strata = [np.array(list(paired.doc_scores(d, task).values())) for d in eval_dirs]
+    except FileNotFoundError:
+        return None
+    if not strata:
+        return None
+    return paired.mean_interval(strata, batches=None)
+
+
 def downstream_table(collected: Collected) -> Table:
     """Accuracy per benchmark and mean output length, per base model and per
     model x algorithm x sizing."""
@@ -224,12 +322,19 @@ def downstream_table(collected: Collected) -> Table:
     for b in collected.base:
         evals = [b.eval] if b.eval is not None and not b.missing else []
         status = "complete" if evals else MISSING
-        entries.append((b.base.model, "base", "-", evals, "1/1" if evals else "0/1", status))
+        dirs = [str(Path(b.base.eval_summary).parent)] if evals else []
+        entries.append((b.base.model, "base", "-", evals, "1/1" if evals else "0/1", status, dirs))
     for model, algo, sizing, rs in groups(collected):
         evals = [r.eval for r in rs if r.complete]
-        entries.append((model, algo, sizing, evals, _seeds(rs), _status(rs)))
-    for model, algo, sizing, evals, seeds, status in entries:
+        dirs = [str(Path(r.cell.eval_summary).parent) for r in rs if r.complete]
+        entries.append((model, algo, sizing, evals, _seeds(rs), _status(rs), dirs))
+    for model, algo, sizing, evals, seeds, status, dirs in entries:
         num, show = _downstream_row(evals, tasks)
+        for task in tasks:
+            iv = accuracy_interval(dirs, task)
+            if iv is not None:
+                show[task] = iv
+                num[f"{task}_accuracy_low"], num[f"{task}_accuracy_high"] = iv.low, iv.high
         rows_num.append({"model": model, "algorithm": algo, "sizing": sizing, "seeds": seeds,
                          "status": status, **num})  # fmt: skip
         rows_txt.append([model, algo, sizing, seeds]
@@ -238,8 +343,10 @@ def downstream_table(collected: Collected) -> Table:
         "Mean output length (tok)"
     ]
     notes = [
-        "Accuracy ± lm-eval standard error for a single seed, ± std over seeds for several; "
-        "mean output length averaged over the benchmarks."
+        "Accuracy: mean [95 % interval] over every seed's problems (per-problem avg@k scores "
+        "from lm-eval's samples, Student's t over problems); where no samples file "
+        "exists, ± lm-eval's standard error for one seed or ± std over seeds. Mean output "
+        "length averaged over the benchmarks."
     ] + missing_notes(collected)
     frame = pd.DataFrame(rows_num)
     # Order rows the same way in every table: bases first, then training cells.
@@ -270,42 +377,103 @@ def downstream_cells(collected: Collected) -> pd.DataFrame:
 # --------------------------------------------------------------------------- headline
 
 
-def headline_lines(collected: Collected) -> list[str]:
-    """The paper's headline style, one line per model x algorithm x controller:
-    ``tiny-qwen2 DAPO, sagc vs g16: straggler rate 99.6% → 43.4%, wall-clock 29.50 h →
-    16.00 h (1.84× faster), final reward 0.512 → 0.498``."""
-    grid = collected.grid
-    unit = grid.time_unit
-    divisor = TIME_UNITS[unit]
+@dataclass(frozen=True)
+class Claim:
+    """One headline claim of a controller against the reference fixed G, with its verdict
+    at 95 % (``sagc.aggregate.paired``: holds, fails or inconclusive)."""
+
+    pair: str
+    claim: str
+    verdict: str
+    detail: str
+
+    def line(self) -> str:
+        return f"{self.pair}: {self.claim}: **{self.verdict}** — {self.detail}"
+
+
+def _accuracy_strata(ref_rs: list[CellResult], ctrl_rs: list[CellResult], task: str):
+    """Per seed, the paired per-problem scores of the two cells' evaluations."""
+    ref = {r.cell.seed: r for r in ref_rs if r.complete}
+    ctrl = {r.cell.seed: r for r in ctrl_rs if r.complete}
+    strata = []
+    for seed in sorted(ref.keys() & ctrl.keys()):
+        a = paired.doc_scores(str(Path(ref[seed].cell.eval_summary).parent), task)
+        b = paired.doc_scores(str(Path(ctrl[seed].cell.eval_summary).parent), task)
+        strata.append(paired.paired_docs(a, b))
+    return strata
+
+
+def _pair_claims(label: str, ref_rs: list[CellResult], ctrl_rs: list[CellResult], tasks: list[str],
+                 last_k: int) -> list[Claim]:  # fmt: skip
+    seeds = len(_histories(ref_rs).keys() & _histories(ctrl_rs).keys())
+    steps = paired_interval(ref_rs, ctrl_rs, metrics.STRAGGLER, paired.difference_interval)
+    label = f"{label} ({seeds} seed{'s' if seeds != 1 else ''}, {steps.n} paired steps)"
+    rate_ref = step_interval(ref_rs, metrics.STRAGGLER)
+    rate_ctrl = step_interval(ctrl_rs, metrics.STRAGGLER)
+    claims = [Claim(
+        label, "fewer stragglers", paired.verdict_difference(steps, "below"),
+        f"straggler rate {rate_ref.estimate:.1%} → {rate_ctrl.estimate:.1%}, difference "
+        f"{steps.text('+.1f', 100, ' pts')}",
+    )]  # fmt: skip
+    cost = paired_interval(ref_rs, ctrl_rs, metrics.DECODE_STEPS, paired.ratio_interval)
+    cpu = paired_interval(ref_rs, ctrl_rs, metrics.CPU_SECONDS, paired.ratio_interval)
+    wall = paired_interval(ref_rs, ctrl_rs, metrics.STEP_SECONDS, paired.ratio_interval)
+    claims.append(Claim(
+        label, "cheaper (decode steps)", paired.verdict_difference(cost, "above", 1.0),
+        f"cost speed-up {cost.text('.2f', suffix='×')}; CPU-time {cpu.text('.2f', suffix='×')}; "
+        f"wall-clock {wall.text('.2f', suffix='×')}",
+    ))  # fmt: skip
+    reward = paired_interval(ref_rs, ctrl_rs, metrics.REWARD_MEAN, paired.difference_interval, "second_half")
+    claims.append(Claim(
+        label, f"reward not worse (margin {paired.REWARD_MARGIN})",
+        paired.verdict_not_worse(reward, paired.REWARD_MARGIN),
+        f"second-half reward difference {reward.text('+.3f')}",
+    ))  # fmt: skip
+    for task in tasks:
+        try:
+            strata = _accuracy_strata(ref_rs, ctrl_rs, task)
+        except FileNotFoundError as exc:
+            claims.append(Claim(label, f"{task} accuracy not worse", paired.INCONCLUSIVE, f"no per-problem scores ({exc})"))
+            continue
+        acc = paired.difference_interval(strata, batches=None)
+        claims.append(Claim(
+            label, f"{task} accuracy not worse (margin {paired.ACCURACY_MARGIN * 100:.0f} pts)",
+            paired.verdict_not_worse(acc, paired.ACCURACY_MARGIN),
+            f"difference {acc.text('+.1f', 100, ' pts')} over {acc.n} paired problem evaluations",
+        ))  # fmt: skip
+    return claims
+
+
+def headline_claims(collected: Collected) -> list[Claim]:
+    """Every controller sizing against the largest fixed G of the same model and algorithm:
+    fewer stragglers, cheaper, reward not worse, accuracy not worse per task."""
     grouped = groups(collected)
     by_key = {(m, a, s): rs for m, a, s, rs in grouped}
-    lines = []
+    tasks = _tasks(collected)
+    claims = []
     for model, algo in dict.fromkeys((m, a) for m, a, _, _ in grouped):
         sizings = [s for m, a, s, _ in grouped if (m, a) == (model, algo)]
         ref = reference_sizing(sizings)
         for ctrl in (s for s in sizings if fixed_group_size(s) is None):
             label = f"{model} {algo.upper()}, {ctrl} vs {ref or '(no fixed G)'}"
             if ref is None:
-                lines.append(f"{label}: no fixed group size in the grid to compare with")
+                claims.append(Claim(label, "comparison", MISSING, "no fixed group size in the grid"))
                 continue
             a_rs, b_rs = by_key[(model, algo, ref)], by_key[(model, algo, ctrl)]
-            absent = [r for r in a_rs + b_rs if not r.complete]
-            a = _efficiency_stats(a_rs, divisor)
-            b = _efficiency_stats(b_rs, divisor)
-            if math.isnan(a["wallclock"].mean) or math.isnan(b["wallclock"].mean):
-                lines.append(f"{label}: {MISSING} ({', '.join(r.cell.id for r in absent)})")
+            absent = [r.cell.id for r in a_rs + b_rs if not r.complete]
+            if not _histories(a_rs).keys() & _histories(b_rs).keys():
+                claims.append(Claim(label, "comparison", MISSING, f"no complete pair ({', '.join(absent)})"))
                 continue
-            speed = a["wallclock"].mean / b["wallclock"].mean
-            line = (
-                f"{label}: straggler rate {a['straggler_rate'].mean * 100:.1f}% → "
-                f"{b['straggler_rate'].mean * 100:.1f}%, wall-clock {a['wallclock'].mean:.2f} {unit}"
-                f" → {b['wallclock'].mean:.2f} {unit} ({speed:.2f}× faster), final reward "
-                f"{a['final_reward'].mean:.3f} → {b['final_reward'].mean:.3f}"
-            )
+            found = _pair_claims(label, a_rs, b_rs, tasks, collected.grid.last_k)
             if absent:
-                line += f" (partial; missing: {', '.join(r.cell.id for r in absent)})"
-            lines.append(line)
-    return lines
+                found = [Claim(c.pair, c.claim, c.verdict, c.detail + f" (partial; missing: {', '.join(absent)})")
+                         for c in found]  # fmt: skip
+            claims.extend(found)
+    return claims
+
+
+def headline_lines(collected: Collected) -> list[str]:
+    return [c.line() for c in headline_claims(collected)]
 
 
 def headline_markdown(collected: Collected) -> str:
@@ -313,8 +481,14 @@ def headline_markdown(collected: Collected) -> str:
     body = "\n".join(f"- {line}" for line in lines) if lines else "- (no controller sizing in the grid)"
     return (
         f"# Headline results: {collected.grid.name}\n\n{body}\n\n"
-        "Means over seeds; the reference is the largest fixed group size of the same model "
-        "and algorithm.\n"
+        "Each claim compares a controller with the largest fixed group size of the same model, "
+        "algorithm and seed (same prompt stream), paired step by step or problem by problem, with "
+        "95 % intervals in brackets (Student's t over batch means of 4 consecutive-step batches "
+        "per seed; over problems for accuracy). A difference claim *holds* when the whole interval is on the "
+        "claimed side, *fails* when it is wholly on the other side, and is *inconclusive* otherwise. "
+        "A 'not worse' claim holds when the interval's lower end is above minus the margin, fails "
+        "when its upper end is below zero. Costs: decode steps per step (machine-independent); "
+        "CPU time and wall-clock beside them.\n"
     )
 
 
@@ -334,6 +508,6 @@ def write_tables(collected: Collected, directory: str | Path | None = None) -> l
 
 
 __all__ = [
-    "Table", "efficiency_table", "downstream_table", "efficiency_cells", "downstream_cells",
-    "headline_lines", "headline_markdown", "write_tables",
+    "Table", "Claim", "efficiency_table", "downstream_table", "efficiency_cells", "downstream_cells",
+    "headline_claims", "headline_lines", "headline_markdown", "write_tables",
 ]  # fmt: skip
