@@ -106,6 +106,15 @@ def test_downstream_values_by_hand(collected):
     assert "| tiny-a | grpo | g4 | 2/2 | 11.0 [" in md
 
 
+def test_straggler_structure_by_quarter(collected):
+    from sagc.aggregate.tables import straggler_structure
+
+    rows = {r.split("|")[3].strip(): r for r in straggler_structure(collected)[2:]}
+    assert set(rows) == {"g4", "g16"}  # fixed sizes only
+    # g16: step 1 straggles in both seeds; steps 5-6: seed 0 [1, 0], seed 1 [1, 1].
+    assert "| 100.0 " in rows["g16"] and "| 75.0 [" in rows["g16"]
+
+
 def test_headline_claims(collected):
     claims = {c.claim: c for c in headline_claims(collected)}
     assert {c.pair for c in claims.values()} == {"tiny-a GRPO, sagc vs g16 (2 seeds, 12 paired steps)"}

@@ -158,9 +158,15 @@ def _histories(rs: list[CellResult]) -> dict[int, pd.DataFrame]:
 
 
 def _steps(history: pd.DataFrame, which: str, last_k: int) -> pd.DataFrame:
+    """The steps of a history that a statistic reads: all, second_half, first_quarter,
+    last_quarter (by step number against the last step) or last_k."""
+    step = pd.to_numeric(history[metrics.STEP])
     if which == "second_half":
-        step = pd.to_numeric(history[metrics.STEP])
         return history[step > step.max() / 2]
+    if which == "first_quarter":
+        return history[step <= step.max() / 4]
+    if which == "last_quarter":
+        return history[step > step.max() * 3 / 4]
     return history.iloc[-last_k:] if which == "last_k" else history
 
 
@@ -476,11 +482,27 @@ def headline_lines(collected: Collected) -> list[str]:
     return [c.line() for c in headline_claims(collected)]
 
 
+def straggler_structure(collected: Collected) -> list[str]:
+    """Markdown rows: the fixed sizes' straggler rates in the first and last quarter of
+    training (mean [95 % interval] over seeds' steps), per model and algorithm: whether the
+    budget stays binding as the policy trains."""
+    rows = ["| Model | Algorithm | Sizing | First quarter (%) | Last quarter (%) |", "|---|---|---|---|---|"]
+    for model, algo, sizing, rs in groups(collected):
+        if fixed_group_size(sizing) is None:
+            continue
+        first = step_interval(rs, metrics.STRAGGLER, "first_quarter")
+        last = step_interval(rs, metrics.STRAGGLER, "last_quarter")
+        rows.append(f"| {model} | {algo} | {sizing} | {fmt(first, 'pct')} | {fmt(last, 'pct')} |")
+    return rows
+
+
 def headline_markdown(collected: Collected) -> str:
     lines = headline_lines(collected)
     body = "\n".join(f"- {line}" for line in lines) if lines else "- (no controller sizing in the grid)"
+    structure = "\n".join(straggler_structure(collected))
     return (
         f"# Headline results: {collected.grid.name}\n\n{body}\n\n"
+        f"## Straggler rate of the fixed group sizes over training\n\n{structure}\n\n"
         "Each claim compares a controller with the largest fixed group size of the same model, "
         "algorithm and seed (same prompt stream), paired step by step or problem by problem, with "
         "95 % intervals in brackets (Student's t over batch means of 4 consecutive-step batches "
