@@ -8,9 +8,10 @@ controllers and all fixed sizes see the same length pool (common random numbers,
 Worlds (``prompts`` prompts per step; straggler risks p(G) measured at tau = 2.5):
 
 - ``binding``: stationary lengths whose budget binds between G = 4 and G = 8
-  (p(4), p(8), p(16) ~ 0.2, 0.33, 0.55 against delta = 0.3);
-- ``generous``: every G meets the budget (p(16) ~ 0.08): the right answer is the largest G;
-- ``infeasible``: even G = 4 straggles in more than half the steps: the best is G = 4;
+  (p(4), p(8), p(16) ~ 0.18, 0.34, 0.55 against delta = 0.3);
+- ``generous``: every G meets the budget (p(16) ~ 0.07): the right answer is the largest G;
+- ``infeasible``: even G = 4 straggles in more than half the steps (p(4) ~ 0.56): the
+  best is G = 4;
 - ``drift``: lengths triple over the run and runaways grow from none to 3% of rollouts,
   so the feasible G falls from 16 to 4 within the run;
 - ``replay:<name>``: a recorded ``lengths.jsonl`` (one per path given), resampled per seed.
