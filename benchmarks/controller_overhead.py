@@ -1,7 +1,8 @@
 """Per-step overhead of the controller: ``next_group_size()`` + ``observe(lengths)``.
 
 Prints median and p99 in microseconds for 3 and 8 candidates, with G up to 64 completions
-per group. Run by hand: ``python benchmarks/controller_overhead.py``. The paper calls the
+per group, for the paper's controller (``sagc``) and with both options beyond the paper
+(``fast``: counterfactual sub-group observations + constrained selection). Run by hand: ``python benchmarks/controller_overhead.py``. The paper calls the
 overhead negligible; our target is a median under 50 us per step.
 """
 
@@ -17,8 +18,11 @@ from sagc import FixedGroupSize, SAGCConfig, SAGCController
 SETTINGS = [
     ("sagc", (4, 8, 16)),
     ("sagc", (2, 4, 8, 16, 24, 32, 48, 64)),
+    ("fast", (4, 8, 16)),
+    ("fast", (2, 4, 8, 16, 24, 32, 48, 64)),
     ("fixed", (64,)),
 ]
+OPTIONS = {"sagc": {}, "fast": {"counterfactual": True, "selection": "constrained"}}
 
 
 def bench(policy, prompts: int, steps: int, seed: int = 0) -> np.ndarray:
@@ -44,8 +48,8 @@ def main() -> None:
           f"{'median us':>9} {'p99 us':>8}")
     for kind, cands in SETTINGS:
         for prompts in args.prompts:
-            policy = (SAGCController(SAGCConfig(candidates=cands, initial=cands[-1], seed=0))
-                      if kind == "sagc" else FixedGroupSize(cands[0]))
+            policy = (SAGCController(SAGCConfig(candidates=cands, initial=cands[-1], seed=0, **OPTIONS[kind]))
+                      if kind in OPTIONS else FixedGroupSize(cands[0]))
             us = bench(policy, prompts, args.steps)
             print(f"{kind:<6} {str(cands):<28} {prompts:>7} {prompts * max(cands):>12} "
                   f"{np.median(us):>9.1f} {np.percentile(us, 99):>8.1f}")

@@ -34,6 +34,22 @@ Defaults (the paper leaves them open; each is a config key):
   the controller can move either way afterwards.
 - ``radius = 1``: only neighbouring sizes are eligible, as in the paper.
 
+Two options go beyond the paper; both are off by default, and with both off the
+controller is the paper's algorithm, bit for bit (pinned by the tests):
+
+- ``counterfactual = True``: a step run at G holds, for every candidate G' < G, exact
+  samples of a G' step on the same prompts (completions of a prompt are i.i.d., so the
+  completions ``k G' .. (k+1) G' - 1`` of every prompt are one). ``observe`` updates the
+  posterior of every smaller candidate with the straggler *fraction* over the ``G // G'``
+  disjoint sub-steps (a fractional observation of weight one), measured with the step's
+  ``scope``. The posteriors of smaller sizes then learn at every step instead of decaying
+  to the prior while unvisited.
+- ``selection = "constrained"``: instead of maximising the Lagrangian score, pick among the
+  eligible candidates the largest G whose Thompson-sampled risk is <= delta, or the
+  smallest eligible one when none is. This reacts to the posteriors at once instead of
+  waiting for lambda to climb to 1 / (risk gap). lambda and its update are still computed
+  and recorded, so logs and plots stay comparable.
+
 Everything random flows through one seeded ``numpy.random.Generator`` whose state is part
 of ``state_dict()``, so a run stopped at any step and resumed from its JSON state yields
 the identical G sequence.
@@ -48,9 +64,13 @@ from typing import Any, Iterable, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
-from sagc.lengths import SCOPES, LengthStats, length_stats
+from sagc.lengths import SCOPES, LengthStats, as_groups, length_stats, subgroup_ratios
 
 STATE_VERSION = 1
+
+#: How ``next_group_size`` picks among the eligible candidates: the paper's Lagrangian
+#: score, or the largest G whose sampled risk meets the budget.
+SELECTIONS = ("lagrangian", "constrained")
 
 
 @dataclass(frozen=True)
@@ -68,6 +88,8 @@ class SAGCConfig:
     radius: int = 1
     scope: str = "step"
     seed: int = 0
+    counterfactual: bool = False
+    selection: str = "lagrangian"
 
     def __post_init__(self) -> None:
         # Normalise sequences (YAML / JSON give lists) so the config stays hashable.
@@ -119,6 +141,12 @@ class SAGCConfig:
             raise ValueError(f"SAGCConfig.scope must be one of {SCOPES}, got {self.scope!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):
             raise ValueError(f"SAGCConfig.seed must be an integer, got {self.seed!r}")
+        if not isinstance(self.counterfactual, bool):
+            raise ValueError(
+                f"SAGCConfig.counterfactual must be true or false, got {self.counterfactual!r}"
+            )
+        if self.selection not in SELECTIONS:
+            raise ValueError(f"SAGCConfig.selection must be one of {SELECTIONS}, got {self.selection!r}")
 
     @property
     def sorted_candidates(self) -> tuple[int, ...]:
@@ -126,6 +154,8 @@ class SAGCConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "SAGCConfig":
+        if not isinstance(d, dict):
+            raise ValueError(f"SAGCConfig must be a mapping of its keys, got {type(d).__name__}")
         unknown = set(d) - {f for f in cls.__dataclass_fields__}
         if unknown:
             raise ValueError(f"unknown SAGCConfig key(s): {sorted(unknown)}")
@@ -159,6 +189,8 @@ class StepRecord:
     """What one ``observe`` call saw and did: everything a plot or a log line needs.
 
     ``lambda_`` and the posterior / choice fields are empty for ``FixedGroupSize``.
+    ``subgroup_risk`` (``counterfactual`` on) maps each smaller candidate G' to the fraction
+    of the step's disjoint G'-sub-steps that straggled (what its posterior was given).
     ``skipped`` is True for a step with no rollout (nothing was updated).
     """
 
@@ -176,6 +208,7 @@ class StepRecord:
     posterior_mean: dict[int, float] = field(default_factory=dict)
     sampled_risk: dict[int, float] = field(default_factory=dict)
     scores: dict[int, float] = field(default_factory=dict)
+    subgroup_risk: dict[int, float] = field(default_factory=dict)
     skipped: bool = False
 
     def to_dict(self) -> dict[str, Any]:
@@ -291,14 +324,18 @@ class FixedGroupSize:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        _check_state_kind(state, "fixed")
-        if state["group_size"] != self.group_size:
+        """Restore ``state_dict()``'s output; the whole state is checked before anything is
+        assigned (a bad one raises ``ValueError`` naming the key and changes nothing)."""
+        _check_state(state, "fixed", ("group_size", "step", "n_stragglers"))
+        group_size = _state_int(state, "fixed", "group_size", 2)
+        if group_size != self.group_size:
             raise ValueError(
-                f"state was saved for FixedGroupSize({state['group_size']}), "
+                f"state was saved for FixedGroupSize({group_size}), "
                 f"cannot load it into FixedGroupSize({self.group_size})"
             )
-        self._counter.step = int(state["step"])
-        self._counter.n_stragglers = int(state["n_stragglers"])
+        step, n_stragglers = _state_counts(state, "fixed")
+        self._counter.step = step
+        self._counter.n_stragglers = n_stragglers
 
     def __repr__(self) -> str:
         return f"FixedGroupSize({self.group_size}, tau={self._counter.tau}, scope={self._counter.scope!r})"
@@ -344,7 +381,8 @@ class SAGCController:
         return list(range(max(0, self._index - r), min(len(self.candidates), self._index + r + 1)))
 
     def next_group_size(self) -> int:
-        """Thompson-sample the risk of every eligible G and pick the best Lagrangian score.
+        """Thompson-sample the risk of every eligible G and pick the best Lagrangian score
+        (or, with ``selection="constrained"``, the largest G whose sampled risk is <= delta).
 
         The very first rollout uses the initial G: with no observation yet (lambda = 0)
         the score would always favour the largest neighbour.
@@ -356,8 +394,12 @@ class SAGCController:
         # Scalar draws: cheaper than the vectorised call for a handful of candidates.
         sampled = [float(self._rng.beta(self.alpha[i], self.beta[i])) for i in idx]
         scores = [self._utility[i] - self.lambda_ * p for i, p in zip(idx, sampled)]
-        # Ties (e.g. lambda = 0) go to the larger G: more samples per prompt for free.
-        best = max(range(len(idx)), key=lambda k: (scores[k], idx[k]))
+        if self.config.selection == "lagrangian":
+            # Ties (e.g. lambda = 0) go to the larger G: more samples per prompt for free.
+            best = max(range(len(idx)), key=lambda k: (scores[k], idx[k]))
+        else:  # "constrained": idx is ascending, so the last feasible one is the largest G
+            delta = self.config.delta
+            best = next((k for k in range(len(idx) - 1, -1, -1) if sampled[k] <= delta), 0)
         self._index = idx[best]
         self._last_sampled = {self.candidates[i]: p for i, p in zip(idx, sampled)}
         self._last_scores = {self.candidates[i]: v for i, v in zip(idx, scores)}
@@ -367,17 +409,21 @@ class SAGCController:
         """Update lambda and the posteriors from the step that just ran at ``group_size``.
 
         ``lengths`` holds one list of completion lengths (tokens, truncated rows included)
-        per prompt group. Empty groups are ignored; a step with no length at all is skipped
-        with a ``RuntimeWarning`` (nothing is updated); NaN, infinite or negative lengths
-        raise ``ValueError`` before any state changes.
+        per prompt group, in generation order. Empty groups are ignored; a step with no
+        length at all is skipped with a ``RuntimeWarning`` (nothing is updated); NaN,
+        infinite, negative or impossibly long (> ``sagc.lengths.MAX_LENGTH``) lengths raise
+        ``ValueError`` before any state changes. With ``counterfactual``, every smaller
+        candidate also gets the straggler fraction of the step's disjoint sub-steps.
         """
         g = self.group_size
+        cfg = self.config
+        if cfg.counterfactual and not isinstance(lengths, (list, tuple, np.ndarray)):
+            lengths = list(lengths)  # read twice below
         stats = self._counter.measure(lengths)
         if stats is None:
             return self._counter.skipped_record(g)
         straggler = self._counter.is_straggler(stats)
         s = float(straggler)
-        cfg = self.config
         self.lambda_ = float(min(max(self.lambda_ + cfg.eta * (s - cfg.delta), 0.0), cfg.lambda_max))
         gamma = cfg.forgetting
         a0, b0 = (1.0 - gamma) * self._prior[0], (1.0 - gamma) * self._prior[1]
@@ -385,13 +431,29 @@ class SAGCController:
         self.beta = [gamma * b + b0 for b in self.beta]
         self.alpha[self._index] += s
         self.beta[self._index] += 1.0 - s
+        subgroup_risk = self._observe_subgroups(lengths) if cfg.counterfactual else {}
         return self._counter.record(
             g, stats, straggler,
             lambda_=self.lambda_,
             posterior_mean=self.posterior_mean(),
             sampled_risk=dict(self._last_sampled),
             scores=dict(self._last_scores),
+            subgroup_risk=subgroup_risk,
         )  # fmt: skip
+
+    def _observe_subgroups(self, lengths: Iterable[Iterable[float]]) -> dict[int, float]:
+        """Give every candidate below the current G its sub-steps' straggler fraction."""
+        groups = as_groups(lengths)
+        risk = {}
+        for i in range(self._index):
+            ratios = subgroup_ratios(groups, self.candidates[i], self.config.scope)
+            if ratios.size == 0:  # a group too small to hold one sub-group of this size
+                continue
+            f = float(np.count_nonzero(ratios > self.config.tau)) / ratios.size
+            self.alpha[i] += f
+            self.beta[i] += 1.0 - f
+            risk[self.candidates[i]] = f
+        return risk
 
     def posterior_mean(self) -> dict[int, float]:
         return {g: a / (a + b) for g, a, b in zip(self.candidates, self.alpha, self.beta)}
@@ -428,13 +490,38 @@ class SAGCController:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        _check_state_kind(state, "sagc")
-        saved = SAGCConfig.from_dict(state["config"])
+        """Restore ``state_dict()``'s output (exact resume).
+
+        The whole state is validated before anything is assigned: a truncated or damaged
+        state raises ``ValueError`` naming the key and leaves the controller untouched.
+        A state saved with another config (other than the candidates) loads with a
+        ``RuntimeWarning``; the current config stays in force.
+        """
+        keys = ("config", "step", "n_stragglers", "index", "started", "lambda", "alpha", "beta",
+                "last_sampled", "last_scores", "rng")  # fmt: skip
+        _check_state(state, "sagc", keys)
+        try:
+            saved = SAGCConfig.from_dict(state["config"])
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"sagc state key 'config': {e}") from None
         if saved.sorted_candidates != self.candidates:
             raise ValueError(
                 f"state was saved with candidates {list(saved.sorted_candidates)}, "
                 f"this controller has {list(self.candidates)}"
             )
+        n = len(self.candidates)
+        step, n_stragglers = _state_counts(state, "sagc")
+        index = _state_int(state, "sagc", "index", 0, n - 1)
+        started = state["started"]
+        if not isinstance(started, bool):
+            raise ValueError(f"sagc state key 'started' must be true or false, got {started!r}")
+        lam = _state_number(state["lambda"], "lambda", 0.0, saved.lambda_max)
+        alpha = _state_vector(state, "alpha", n)
+        beta = _state_vector(state, "beta", n)
+        last_sampled = _state_by_candidate(state, "last_sampled", self.candidates, 0.0, 1.0)
+        last_scores = _state_by_candidate(state, "last_scores", self.candidates, -math.inf, math.inf)
+        rng = _state_rng(state["rng"], self._rng.bit_generator)
+
         if saved != self.config:
             warnings.warn(
                 f"loading SAGC state saved with a different config ({saved}); "
@@ -442,33 +529,94 @@ class SAGCController:
                 RuntimeWarning,
                 stacklevel=2,
             )
-        self._counter.step = int(state["step"])
-        self._counter.n_stragglers = int(state["n_stragglers"])
-        self._index = int(state["index"])
-        self._started = bool(state["started"])
-        self.lambda_ = float(state["lambda"])
-        self.alpha = [float(a) for a in state["alpha"]]
-        self.beta = [float(b) for b in state["beta"]]
-        self._last_sampled = {int(k): float(v) for k, v in state["last_sampled"].items()}
-        self._last_scores = {int(k): float(v) for k, v in state["last_scores"].items()}
-        rng = state["rng"]
-        self._rng.bit_generator.state = {
-            "bit_generator": rng["bit_generator"],
-            "state": {k: int(v) for k, v in rng["state"].items()},
-            "has_uint32": rng["has_uint32"],
-            "uinteger": rng["uinteger"],
-        }
+        self._counter.step = step
+        self._counter.n_stragglers = n_stragglers
+        self._index = index
+        self._started = started
+        self.lambda_ = lam
+        self.alpha = alpha
+        self.beta = beta
+        self._last_sampled = last_sampled
+        self._last_scores = last_scores
+        self._rng.bit_generator.state = rng
 
     def __repr__(self) -> str:
         return f"SAGCController({self.config})"
 
 
-def _check_state_kind(state: dict[str, Any], kind: str) -> None:
+# -- state validation: every check runs before load_state_dict assigns anything -------------
+
+
+def _check_state(state: Any, kind: str, keys: Sequence[str]) -> None:
     if not isinstance(state, dict) or state.get("kind") != kind:
         got = state.get("kind") if isinstance(state, dict) else type(state).__name__
         raise ValueError(f"expected a {kind!r} group-sizer state, got {got!r}")
     if state.get("version") != STATE_VERSION:
         raise ValueError(f"unsupported {kind} state version {state.get('version')!r}")
+    missing = [k for k in keys if k not in state]
+    if missing:
+        raise ValueError(f"{kind} state is missing key(s) {missing} (truncated or damaged state)")
+
+
+def _state_int(state: dict[str, Any], kind: str, key: str, lo: int, hi: int | None = None) -> int:
+    v = state[key]
+    if isinstance(v, bool) or not isinstance(v, int) or v < lo or (hi is not None and v > hi):
+        want = f"an integer in [{lo}, {hi}]" if hi is not None else f"an integer >= {lo}"
+        raise ValueError(f"{kind} state key {key!r} must be {want}, got {v!r}")
+    return v
+
+
+def _state_counts(state: dict[str, Any], kind: str) -> tuple[int, int]:
+    step = _state_int(state, kind, "step", 0)
+    return step, _state_int(state, kind, "n_stragglers", 0, step)
+
+
+def _state_number(v: Any, key: str, lo: float, hi: float) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi or math.isnan(v):
+        raise ValueError(f"sagc state key {key!r} must be a number in [{lo}, {hi}], got {v!r}")
+    if not math.isfinite(v):
+        raise ValueError(f"sagc state key {key!r} must be finite, got {v!r}")
+    return float(v)
+
+
+def _state_vector(state: dict[str, Any], key: str, n: int) -> list[float]:
+    v = state[key]
+    if not isinstance(v, list) or len(v) != n:
+        got = f"{len(v)} values" if isinstance(v, list) else repr(v)
+        raise ValueError(f"sagc state key {key!r} must be a list of {n} numbers (one per candidate), got {got}")
+    out = [_state_number(x, f"{key}[{i}]", 0.0, math.inf) for i, x in enumerate(v)]
+    if not all(x > 0 for x in out):
+        raise ValueError(f"sagc state key {key!r} must hold Beta parameters > 0, got {v}")
+    return out
+
+
+def _state_by_candidate(
+    state: dict[str, Any], key: str, candidates: Sequence[int], lo: float, hi: float
+) -> dict[int, float]:
+    v = state[key]
+    if not isinstance(v, dict):
+        raise ValueError(f"sagc state key {key!r} must map candidates to numbers, got {v!r}")
+    out = {}
+    for k, x in v.items():
+        if not (isinstance(k, str) and k.isdigit() and int(k) in candidates):
+            raise ValueError(f"sagc state key {key!r}: {k!r} is not one of the candidates {list(candidates)}")
+        out[int(k)] = _state_number(x, f"{key}.{k}", lo, hi)
+    return out
+
+
+def _state_rng(v: Any, bit_generator: np.random.BitGenerator) -> dict[str, Any]:
+    """The bit generator state to assign, tried on a scratch generator of the same kind."""
+    try:
+        state = {
+            "bit_generator": v["bit_generator"],
+            "state": {k: int(x) for k, x in v["state"].items()},
+            "has_uint32": v["has_uint32"],
+            "uinteger": v["uinteger"],
+        }
+        type(bit_generator)().state = state
+    except (TypeError, ValueError, KeyError, AttributeError, OverflowError) as e:
+        raise ValueError(f"sagc state key 'rng' is not a {type(bit_generator).__name__} state: {e!r}") from None
+    return state
 
 
 def make_group_sizer(

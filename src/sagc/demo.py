@@ -15,7 +15,7 @@ from collections import Counter
 
 import numpy as np
 
-from sagc.controller import FixedGroupSize, SAGCConfig, SAGCController
+from sagc.controller import SELECTIONS, FixedGroupSize, SAGCConfig, SAGCController
 from sagc.simulate.config import ParametricLengthConfig
 from sagc.simulate.sources import ParametricLengths
 
@@ -45,12 +45,18 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--delta", type=float, default=SAGCConfig.delta)
     ap.add_argument("--tau", type=float, default=SAGCConfig.tau)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--counterfactual", action="store_true",
+                    help="beyond the paper: learn every smaller G from the step's sub-groups")
+    ap.add_argument("--selection", choices=SELECTIONS, default=SAGCConfig.selection,
+                    help="lagrangian (the paper) or constrained (largest G whose sampled risk <= delta)")
     ap.add_argument("--window", type=int, default=50, help="steps per table row")
     args = ap.parse_args(argv)
 
-    cfg = SAGCConfig(delta=args.delta, tau=args.tau, seed=args.seed)
+    cfg = SAGCConfig(delta=args.delta, tau=args.tau, seed=args.seed,
+                     counterfactual=args.counterfactual, selection=args.selection)
     sagc = simulate(SAGCController(cfg), args.steps, args.prompts, args.seed)
-    print(f"SAGC (tau={cfg.tau}, delta={cfg.delta}, eta={cfg.eta}, forgetting={cfg.forgetting}),"
+    print(f"SAGC (tau={cfg.tau}, delta={cfg.delta}, eta={cfg.eta}, forgetting={cfg.forgetting},"
+          f" counterfactual={cfg.counterfactual}, selection={cfg.selection}),"
           f" {args.prompts} prompts/step, {args.steps} steps\n")
     print(f"{'steps':>11} {'G chosen (count)':<26} {'mean G':>6} {'straggler':>9} {'lambda':>7}")
     for lo in range(0, args.steps, args.window):

@@ -17,6 +17,12 @@ import numpy as np
 #: most completions are empty (the step is then a straggler if any row has >= tau tokens).
 MIN_MEDIAN = 1.0
 
+#: The longest length accepted, in tokens: 2**53, beyond which a float64 cannot even count
+#: tokens exactly and no generation comes near. Rejecting longer values keeps every
+#: statistic finite (the median of two 1e308 values would overflow to infinity and turn the
+#: ratio into 0.0, hiding the straggler).
+MAX_LENGTH = float(2**53)
+
 SCOPES = ("step", "group")
 
 
@@ -60,20 +66,26 @@ def _flatten(lengths: Iterable[Iterable[float]]) -> tuple[np.ndarray, list[int]]
 
 
 def _check_values(flat: np.ndarray, sizes: list[int]) -> None:
-    total = flat.sum()  # NaN or inf anywhere makes the sum non-finite: one cheap check
-    if math.isfinite(total) and (flat.size == 0 or flat.min() >= 0):
+    # NaN propagates through min and max and fails both comparisons: two cheap checks.
+    if flat.size == 0 or (flat.min() >= 0 and flat.max() <= MAX_LENGTH):
         return
     for i, group in enumerate(np.split(flat, np.cumsum(sizes)[:-1])):
         if not np.all(np.isfinite(group)):
             raise ValueError(f"lengths of group {i} contain NaN or infinity: {group.tolist()}")
         if np.any(group < 0):
             raise ValueError(f"lengths of group {i} contain a negative length: {group.tolist()}")
+        if np.any(group > MAX_LENGTH):
+            raise ValueError(
+                f"lengths of group {i} contain a length above {MAX_LENGTH:.0f} tokens (2**53), "
+                f"which no generation produces: {group.tolist()}"
+            )
 
 
 def as_groups(lengths: Iterable[Iterable[float]]) -> list[np.ndarray]:
     """Validate grouped lengths and return one float array per non-empty group.
 
-    Raises ``ValueError`` for a flat list, NaN / infinite / negative lengths.
+    Raises ``ValueError`` for a flat list, NaN / infinite / negative lengths and lengths
+    above ``MAX_LENGTH``.
     """
     flat, sizes = _flatten(lengths)
     _check_values(flat, sizes)
@@ -93,6 +105,9 @@ def _sorted_median(sorted_values: np.ndarray) -> float:
 def length_stats(lengths: Iterable[Iterable[float]], scope: str = "step") -> LengthStats | None:
     """Validate grouped lengths and summarise them; None when the step has no rollout.
 
+    Lengths must be finite, >= 0 and <= ``MAX_LENGTH`` (2**53 tokens); anything else
+    raises ``ValueError`` naming the group, so no statistic can overflow.
+
     This sits on the controller's per-step path, so it flattens once and sorts once
     (cheaper than several numpy reductions on small arrays).
     """
@@ -102,8 +117,9 @@ def length_stats(lengths: Iterable[Iterable[float]], scope: str = "step") -> Len
     if flat.size == 0:
         return None
     ordered = np.sort(flat)
-    # numpy sorts NaN last, so the two ends reveal any NaN, infinity or negative length.
-    if not (ordered[0] >= 0 and math.isfinite(ordered[-1])):
+    # numpy sorts NaN last, so the two ends reveal any NaN, infinite, negative or too long
+    # length (NaN fails every comparison).
+    if not (ordered[0] >= 0 and ordered[-1] <= MAX_LENGTH):
         _check_values(flat, sizes)
     median = _sorted_median(ordered)
     mx = float(ordered[-1])
@@ -134,3 +150,40 @@ def padding_efficiency(lengths: Iterable[Iterable[float]]) -> float:
         return math.nan
     mx = flat.max()
     return float(flat.sum() / (flat.size * mx)) if mx > 0 else 1.0
+
+
+def block_ratios(block: np.ndarray, scope: str = "step") -> np.ndarray:
+    """max/median of each step of ``block`` (steps, prompts, G), vectorised.
+
+    The arithmetic is ``length_stats``'s (float64, true median, median floored at
+    ``MIN_MEDIAN``), so ``block_ratios(b)[t] == length_stats(b[t]).ratio`` for valid
+    lengths. The simulator's fixed-G runs and the controller's sub-group observations
+    both use it.
+    """
+    n = block.shape[0]
+    if scope == "step":
+        flat = block.reshape(n, -1)
+        return flat.max(axis=1) / np.maximum(np.median(flat, axis=1), MIN_MEDIAN)
+    if scope == "group":
+        return (block.max(axis=2) / np.maximum(np.median(block, axis=2), MIN_MEDIAN)).max(axis=1)
+    raise ValueError(f"scope must be one of {SCOPES}, got {scope!r}")
+
+
+def subgroup_ratios(groups: list[np.ndarray], size: int, scope: str = "step") -> np.ndarray:
+    """Ratios of the disjoint sub-steps of size ``size`` that a step's groups contain.
+
+    ``groups`` are the non-empty prompt groups of one step (``as_groups``), each in
+    generation order. Completions of a prompt are i.i.d., so the ``size`` completions
+    ``k * size .. (k + 1) * size - 1`` of every prompt form an exact sample of a step run
+    at G = ``size`` on the same prompts. A step whose smallest group holds ``n`` completions
+    contains ``n // size`` such sub-steps; the result has one ratio per sub-step (empty
+    when ``n < size``).
+    """
+    if not groups:
+        return np.empty(0)
+    m = min(g.size for g in groups) // size
+    if m == 0:
+        return np.empty(0)
+    # (prompts, m, size) -> (m, prompts, size): sub-step k holds column block k of every prompt.
+    block = np.stack([g[: m * size] for g in groups]).reshape(len(groups), m, size).transpose(1, 0, 2)
+    return block_ratios(block, scope)

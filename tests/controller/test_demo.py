@@ -16,3 +16,9 @@ def test_demo_prints_its_tables(capsys):
     out = capsys.readouterr().out
     for row in ("sagc", "g4", "g8", "g16", "budget delta = 0.3"):
         assert row in out
+
+
+def test_demo_runs_the_options(capsys):
+    main(["--steps", "60", "--window", "30", "--counterfactual", "--selection", "constrained"])
+    out = capsys.readouterr().out
+    assert "counterfactual=True, selection=constrained" in out

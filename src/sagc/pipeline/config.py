@@ -72,6 +72,12 @@ def check_semantics(config: dict[str, Any], source: str) -> None:
         problems.append(f"config key 'sagc': {err}")
         sagc = None
     variants = config.get("sagc_variants", {})
+    # Every variant, used by a sizing or not: a typo in an unused one is still a typo.
+    for variant, overrides in variants.items():
+        try:
+            SAGCConfig.from_dict({**config.get("sagc", {}), **overrides})
+        except ValueError as err:
+            problems.append(f"config key 'sagc_variants.{variant}': {err}")
     for sizing in config["sizings"]:
         if sizing.startswith("sagc-"):
             variant = sizing[len("sagc-"):]
@@ -80,11 +86,6 @@ def check_semantics(config: dict[str, Any], source: str) -> None:
                     f"config key 'sizings': '{sizing}' needs 'sagc_variants.{variant}' "
                     f"(known variants: {sorted(variants) or 'none'})"
                 )
-                continue
-            try:
-                SAGCConfig.from_dict({**config.get("sagc", {}), **variants[variant]})
-            except ValueError as err:
-                problems.append(f"config key 'sagc_variants.{variant}': {err}")
         elif sizing.startswith("g") and sagc is not None and int(sizing[1:]) < 2:
             problems.append(f"config key 'sizings': '{sizing}' needs G >= 2")
     if problems:

@@ -1,10 +1,11 @@
-"""Straggler simulator: what-ifs for group sizing on a laptop (issue 8).
+"""Straggler simulator: what-ifs for group sizing on a laptop.
 
 A synchronous-RL step-time model driven by completion lengths, either drawn from a
 parametric model (``ParametricLengths``) or replayed from a trainer's ``lengths.jsonl``
 (``ReplayLengths``), running any ``GroupSizer`` (fixed G, SAGC, variants) over thousands of
 steps. Entry points: ``simulate(SimConfig)``, ``summary_table``, ``run_sweep``,
-``calibrate``, and the CLI ``python -m sagc.simulate``.
+``calibrate``, ``sagc.simulate.suite`` (controller variants over a suite of length worlds),
+and the CLI ``python -m sagc.simulate run|calibrate|suite``.
 """
 
 from sagc.simulate.config import (

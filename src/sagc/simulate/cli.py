@@ -3,11 +3,16 @@
     python -m sagc.simulate run --config sim.yaml --out-table results/<name>/sim/ \\
         --out-figures paper_figures/<name>/
     python -m sagc.simulate calibrate [--config base.yaml] --out results/<name>/sim/calibration/
+    python -m sagc.simulate suite --out results/<name>/sim/suite/ [--steps 16 64] [--seeds 200] \
+        [--trace results/<name>/train/<cell>/lengths.jsonl ...]
 
 ``run`` writes (fixed names) ``summary.csv``, ``summary.json``, ``sweep.csv`` under
 ``--out-table`` and ``sim_sizing.{png,pdf}``, ``sim_sweep.{png,pdf}`` under
 ``--out-figures``; the sweep uses the config's ``sweep`` grid or the default one.
 ``calibrate`` writes ``calibration.json`` and ``calibrated.yaml`` (a config for ``run``).
+``suite`` runs the controller variants over the length worlds of ``sagc.simulate.suite``
+(plus one replayed world per ``--trace``) and writes ``runs.csv``, ``suite.csv`` and
+``suite.md`` under ``--out``.
 """
 
 from __future__ import annotations
@@ -70,6 +75,19 @@ def _calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _suite(args: argparse.Namespace) -> int:
+    from sagc.simulate.suite import WORLDS, SuiteConfig, run_suite, write_suite
+
+    suite = SuiteConfig(steps=tuple(args.steps), seeds=args.seeds, prompts=args.prompts,
+                        worlds=tuple(args.worlds or WORLDS), traces=tuple(args.trace or ()))  # fmt: skip
+    t0 = time.perf_counter()
+    rows, summary = run_suite(suite)
+    paths = write_suite(args.out, rows, summary, suite)
+    print(paths[-1].read_text(), end="")
+    print(f"{len(rows)} runs in {time.perf_counter() - t0:.1f} s; wrote {', '.join(str(p) for p in paths)}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sagc.simulate", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -81,9 +99,18 @@ def main(argv: list[str] | None = None) -> int:
     cal = sub.add_parser("calibrate", help="fit the length model to the paper's headline")
     cal.add_argument("--config", default=None, help="base config (default: built-in defaults)")
     cal.add_argument("--out", required=True, help="folder for calibration.json and calibrated.yaml")
+    suite = sub.add_parser("suite", help="controller variants over a suite of length worlds (mean, 95% CI over seeds)")
+    suite.add_argument("--out", required=True, help="folder for runs.csv, suite.csv and suite.md")
+    suite.add_argument("--steps", type=int, nargs="+", default=[16, 64], help="run lengths (default: 16 64)")
+    suite.add_argument("--seeds", type=int, default=200, help="seeds per world and run length (default: 200)")
+    suite.add_argument("--prompts", type=int, default=4, help="prompts per step (default: 4, the tiny world's)")
+    suite.add_argument("--worlds", nargs="+", default=None, help="parametric worlds (default: all)")
+    suite.add_argument("--trace", action="append", default=None,
+                       help="a lengths.jsonl to replay as one more world (repeatable)")
     args = parser.parse_args(argv)
+    commands = {"run": _run, "calibrate": _calibrate, "suite": _suite}
     try:
-        return _run(args) if args.command == "run" else _calibrate(args)
+        return commands[args.command](args)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

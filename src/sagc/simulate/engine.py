@@ -23,7 +23,7 @@ from typing import Any, Callable
 import numpy as np
 
 from sagc.controller import FixedGroupSize, GroupSizer, SAGCConfig, make_group_sizer
-from sagc.lengths import MIN_MEDIAN
+from sagc.lengths import block_ratios
 from sagc.simulate.config import SimConfig, ThroughputConfig
 from sagc.simulate.sources import Block, ParametricLengths, ReplayLengths
 
@@ -34,18 +34,9 @@ SECONDS_PER_HOUR = 3600.0
 
 
 def straggler_ratio(block: np.ndarray, scope: str = "step") -> np.ndarray:
-    """max/median of each step of ``block`` (steps, prompts, G), as ``sagc.lengths`` does.
-
-    The arithmetic is the controller's (float64, true median, median floored at
-    ``MIN_MEDIAN``), so the vectorised flags equal the ones ``observe`` computes.
-    """
-    n = block.shape[0]
-    if scope == "step":
-        flat = block.reshape(n, -1)
-        return flat.max(axis=1) / np.maximum(np.median(flat, axis=1), MIN_MEDIAN)
-    if scope == "group":
-        return (block.max(axis=2) / np.maximum(np.median(block, axis=2), MIN_MEDIAN)).max(axis=1)
-    raise ValueError(f"scope must be 'step' or 'group', got {scope!r}")
+    """max/median of each step of ``block`` (steps, prompts, G), as ``sagc.lengths`` does
+    (``sagc.lengths.block_ratios``), so the vectorised flags equal ``observe``'s."""
+    return block_ratios(block, scope)
 
 
 @dataclass

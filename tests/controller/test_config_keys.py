@@ -1,0 +1,79 @@
+"""The controller's options through the pipeline config and the trainer's cell config:
+accepted in ``sagc`` and ``sagc_variants``, bad values named by key."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from sagc.pipeline.cells import train_cell_config
+from sagc.pipeline.config import ConfigError, prepare
+from sagc.pipeline.grid import Grid
+from sagc.train.config import TrainConfig
+
+REPO = Path(__file__).resolve().parents[2]
+FAST = {"counterfactual": True, "selection": "constrained"}
+
+
+@pytest.fixture(autouse=True)
+def _in_repo(monkeypatch):
+    monkeypatch.chdir(REPO)
+
+
+def default_config():
+    return yaml.safe_load((REPO / "configs" / "default.yaml").read_text())
+
+
+def test_sagc_fast_variant_reaches_the_cell_config():
+    config = default_config()
+    config["sagc_variants"] = {"fast": dict(FAST)}
+    config["sizings"] = ["g16", "sagc", "sagc-fast"]
+    prepare(config, "configs/default.yaml")
+    grid = Grid.from_config(config)
+    cells = {c.sizing: c for c in grid.cells()}
+    fast = TrainConfig.from_dict(train_cell_config(config, grid, cells["sagc-fast"]), check_vllm=False)
+    faithful = TrainConfig.from_dict(train_cell_config(config, grid, cells["sagc"]), check_vllm=False)
+    assert fast.sizing.sagc_config(0).counterfactual is True
+    assert fast.sizing.sagc_config(0).selection == "constrained"
+    assert fast.sizing.sagc_config(0).tau == config["sagc"]["tau"]
+    assert faithful.sizing.sagc_config(0).counterfactual is False
+    assert faithful.sizing.sagc_config(0).selection == "lagrangian"
+
+
+def test_options_accepted_in_the_sagc_block():
+    config = default_config()
+    config["sagc"].update(FAST)
+    prepare(config, "configs/default.yaml")
+
+
+@pytest.mark.parametrize(
+    "mutate, expected",
+    [
+        (lambda c: c["sagc"].update(selection="greedy"), "config key 'sagc.selection'"),
+        (lambda c: c["sagc"].update(counterfactual="yes"), "config key 'sagc.counterfactual'"),
+        (lambda c: c.update(sagc_variants={"fast": {"selection": "greedy"}}, sizings=["sagc-fast"]),
+         "config key 'sagc_variants.fast': SAGCConfig.selection"),
+        (lambda c: c.update(sagc_variants={"fast": {"counterfactul": True}}, sizings=["sagc-fast"]),
+         "config key 'sagc_variants.fast': unknown SAGCConfig key(s): ['counterfactul']"),
+        # a variant no sizing uses is checked too
+        (lambda c: c.update(sagc_variants={"spare": {"counterfactual": 1}}),
+         "config key 'sagc_variants.spare': SAGCConfig.counterfactual"),
+    ],
+)
+def test_bad_option_names_the_key(mutate, expected):
+    config = default_config()
+    mutate(config)
+    with pytest.raises(ConfigError) as err:
+        prepare(config, "configs/bad.yaml")
+    assert expected in str(err.value)
+
+
+def test_cell_config_names_a_bad_option():
+    config = default_config()
+    prepare(config, "configs/default.yaml")
+    grid = Grid.from_config(config)
+    cell = next(c for c in grid.cells() if c.sizing == "sagc")
+    d = train_cell_config(config, grid, cell)
+    d["sizing"]["sagc"]["selection"] = "greedy"
+    with pytest.raises(ValueError, match="sizing.sagc is invalid: SAGCConfig.selection"):
+        TrainConfig.from_dict(d, check_vllm=False)

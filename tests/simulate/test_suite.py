@@ -1,0 +1,111 @@
+"""The controller suite: worlds, metrics, and the claims the options are built for."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sagc.simulate import TraceStep, simulate, write_trace
+from sagc.simulate.cli import main as cli_main
+from sagc.simulate.suite import (
+    SuiteConfig,
+    run_metrics,
+    run_world,
+    settle_step,
+    summarize,
+    world_config,
+)
+
+FAITHFUL_AND_FAST = {"sagc": {}, "sagc-fast": {"counterfactual": True, "selection": "constrained"}}
+
+
+def test_settle_step_on_hand_built_flags():
+    delta = 0.3  # settled = running rate <= 0.35 from that step to the end
+    # running rates: 1, .5, .33, .25, .2 -> above 0.35 at steps 1 and 2 -> settles at 3
+    assert settle_step(np.array([1, 0, 0, 0, 0]), delta) == 3
+    assert settle_step(np.array([0, 0, 0, 0]), delta) == 1
+    # ends at 2/4 = 0.5: never settles within the run -> steps + 1
+    assert settle_step(np.array([0, 0, 1, 1]), delta) == 5
+
+
+def test_run_metrics_on_hand_built_run():
+    g = np.array([8, 8, 16, 4])
+    flags = np.array([True, False, False, True])
+    m = run_metrics(g, flags, np.full(4, 2), best_static_rollouts=4 * 2 * 8, delta=0.3)
+    assert m["regret_rollouts"] == 64 - 2 * 36
+    assert m["straggler_rate"] == 0.5 and m["violation"] == pytest.approx(0.2)
+    assert m["second_half_rate"] == 0.5 and m["mean_group_size"] == 9.0
+    assert m["settled"] == 0.0 and m["settle_step"] == 5
+
+
+def test_best_static_g_is_the_largest_feasible_in_hindsight():
+    suite = SuiteConfig(steps=(16,), seeds=3, variants={"sagc": {}})
+    rows = run_world("binding", 16, suite)
+    for seed in range(3):
+        fixed = {r["sizing"]: r for r in rows if r["seed"] == seed and r["sizing"].startswith("g")}
+        feasible = [int(s[1:]) for s, r in fixed.items() if r["straggler_rate"] <= 0.3]
+        best = max(feasible) if feasible else 4
+        assert {r["best_static_g"] for r in rows if r["seed"] == seed} == {best}
+        assert fixed[f"g{best}"]["regret_rollouts"] == 0
+
+
+def test_both_options_meet_the_budget_in_16_steps_where_the_paper_controller_does_not():
+    suite = SuiteConfig(steps=(16,), seeds=120, variants=FAITHFUL_AND_FAST)
+    summary = {r["sizing"]: r for r in summarize(run_world("binding", 16, suite))}
+    limit = 0.3 + 0.05
+    fast, faithful = summary["sagc-fast"], summary["sagc"]
+    assert fast["straggler_rate"] + fast["straggler_rate_ci95"] <= limit
+    assert faithful["straggler_rate"] - faithful["straggler_rate_ci95"] > limit
+    assert fast["settled"] > faithful["settled"]
+
+
+@pytest.mark.parametrize("variant", ["sagc", "sagc-fast"])
+def test_generous_world_keeps_the_largest_g(variant):
+    suite = SuiteConfig(steps=(64,), seeds=20, variants={variant: FAITHFUL_AND_FAST[variant]})
+    at_16 = []
+    for seed in range(suite.seeds):
+        cfg = world_config("generous", 64, seed, suite)
+        res = simulate(cfg.replace(sizings=(variant,)), sizer_factory=suite.sizer)[variant]
+        at_16.append(np.mean(res.group_size[32:] == 16))
+    assert np.mean(at_16) > 0.9
+
+
+def test_suite_cli_writes_tables_and_replays_traces(tmp_path):
+    rng = np.random.default_rng(0)
+    trace = tmp_path / "lengths.jsonl"
+    write_trace(trace, [TraceStep(t, 16, tuple(np.rint(rng.lognormal(3.5, 0.4, (4, 16))))) for t in range(1, 9)])
+    out = tmp_path / "suite"
+    rc = cli_main(["suite", "--out", str(out), "--steps", "16", "--seeds", "3",
+                   "--worlds", "generous", "--trace", str(trace)])  # fmt: skip
+    assert rc == 0
+    import pandas as pd
+
+    summary = pd.read_csv(out / "suite.csv")
+    assert set(summary["world"]) == {"generous", f"replay:{trace}"}
+    assert set(summary["sizing"]) == {"g4", "g8", "g16", "sagc", "sagc-counterfactual", "sagc-constrained", "sagc-fast"}
+    assert (summary["seeds"] == 3).all()
+    runs = pd.read_csv(out / "runs.csv")
+    assert len(runs) == 2 * 3 * 7 and (runs["steps"] == 16).all()
+    md = (out / "suite.md").read_text()
+    assert "| generous | sagc-fast |" in md and "± " in md
+
+
+@pytest.mark.parametrize(
+    "kwargs, named",
+    [
+        ({"worlds": ("moon",)}, "worlds"),
+        ({"seeds": 1}, "seeds"),
+        ({"steps": (1,)}, "steps"),
+        ({"variants": {"sagc-x": {"selection": "greedy"}}}, "variants.sagc-x"),
+        ({"variants": {"fast": {}}}, "variants"),
+        ({"traces": ("no/such/lengths.jsonl",)}, "no/such/lengths.jsonl"),
+    ],
+)
+def test_bad_suite_config_names_the_key(kwargs, named):
+    with pytest.raises(ValueError, match=named):
+        SuiteConfig(**kwargs)
+
+
+def test_suite_cli_reports_bad_input(tmp_path, capsys):
+    assert cli_main(["suite", "--out", str(tmp_path), "--trace", str(tmp_path / "missing.jsonl")]) == 2
+    assert "missing.jsonl" in capsys.readouterr().err
