@@ -61,6 +61,17 @@ def check_vllm_version(version: str, requested_by: str = "vLLM") -> None:
         )
 
 
+def check_installed_vllm(requested_by: str = "vLLM is requested") -> None:
+    """Refuse an installed vLLM outside TRL's window; an absent one passes.
+
+    For checks before any job starts (a workflow's config check): the submit host may have
+    no vLLM at all, e.g. for a dry run on a laptop, and the jobs then check for themselves.
+    """
+    version = installed_vllm_version()
+    if version is not None:
+        check_vllm_version(version, requested_by)
+
+
 def require_vllm(requested_by: str = "vLLM is requested", instead: str = "") -> None:
     """Fail fast, before any model is loaded, unless a supported vLLM is installed.
 

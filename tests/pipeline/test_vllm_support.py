@@ -74,6 +74,14 @@ def test_an_unreadable_version_is_named():
         check_vllm_version("not-a-version")
 
 
+def test_the_workflow_check_refuses_only_an_installed_unsupported_vllm(fake_vllm):
+    if not vllm_support.vllm_installed():
+        vllm_support.check_installed_vllm("configs/paper.yaml uses vLLM")  # a laptop's dry run
+    fake_vllm("0.32.0")
+    with pytest.raises(VLLMUnavailableError, match=f"configs/paper.yaml uses vLLM but vllm 0.32.0 is installed.*{WINDOW}"):
+        vllm_support.check_installed_vllm("configs/paper.yaml uses vLLM")
+
+
 def test_training_and_evaluation_share_the_one_check():
     import sagc.evaluate.backends
     import sagc.train.config
