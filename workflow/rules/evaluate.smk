@@ -3,6 +3,9 @@
 
 if WORLD == "hub":
 
+    # The staging rules are the only jobs that reach the hub: all offline switches cleared.
+    from sagc.pipeline.hub import HUB_ACCESS_PREFIX
+
     rule stage_benchmarks:
         """AIME 2024, AMC 2023 and GPQA-diamond, staged once to a local folder (needs the
         network, a user-provided copy in hub.benchmark_source, and for GPQA a token)."""
@@ -20,7 +23,7 @@ if WORLD == "hub":
         conda:
             "../../envs/eval.yaml"
         shell:
-            "env -u HF_HUB_OFFLINE -u HF_DATASETS_OFFLINE python -m sagc.evaluate stage"
+            "{HUB_ACCESS_PREFIX} python -m sagc.evaluate stage"
             " --benchmarks aime24,amc23,gpqa_diamond --cache {params.out} {params.source}"
             " > {log} 2>&1 && echo '{{\"cache\": \"{params.out}\"}}' > {output}"
 

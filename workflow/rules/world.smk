@@ -89,21 +89,29 @@ if WORLD == "tiny":
 
 else:
 
+    # The staging rules are the only jobs that reach the hub: all offline switches cleared.
+    from sagc.pipeline.hub import HUB_ACCESS_PREFIX
+
     rule stage_train_data:
         """The RL training prompts of the paper config, converted once to the pipeline's
         JSONL (prompt, answer). Needs the network or a cached copy (HF_HOME)."""
         output:
             f"{ROOT}/data/train.jsonl",
         params:
-            dataset=config["hub"].get("train_dataset"),
-            split=config["hub"].get("train_split", "train"),
-            source=config["hub"].get("train_source"),
+            flags=cli_flags(
+                {
+                    "dataset": config["hub"].get("train_dataset"),
+                    "split": config["hub"].get("train_split", "train"),
+                    "source": config["hub"].get("train_source"),
+                }
+            ),
         log:
             f"{ROOT}/logs/stage_train_data.log",
         conda:
             "../../envs/train.yaml"
-        script:
-            "../scripts/stage_train_data.py"
+        shell:
+            "{HUB_ACCESS_PREFIX} python -m sagc.pipeline.hub train-data {params.flags}"
+            " --out {output} > {log} 2>&1"
 
     rule resolve_hub_model:
         """Check that the model is in the local cache (download it first with network)."""

@@ -13,10 +13,13 @@ keys (tensor parallel size, memory fraction, max model length) and is testable w
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from typing import Any
+
+# One vLLM check for training and evaluation (installed, inside TRL's window).
+from sagc.vllm_support import require_vllm  # noqa: F401 (the runner's import path)
+from sagc.vllm_support import vllm_installed as vllm_available  # noqa: F401
 
 BACKENDS = ("hf", "vllm")
 
@@ -114,19 +117,6 @@ def make_hf_lm(
     if max_length is not None:
         kwargs["max_length"] = int(max_length)
     return RecordingHFLM(**kwargs), tokenizer
-
-
-def vllm_available() -> bool:
-    return importlib.util.find_spec("vllm") is not None
-
-
-def require_vllm() -> None:
-    """Fail fast, before loading anything, when the vLLM backend cannot run here."""
-    if not vllm_available():
-        raise RuntimeError(
-            "backend 'vllm' needs the vllm package, which is not installed. Install the gpu "
-            "extra on a CUDA machine: pip install -e '.[gpu]' (or use --backend hf on CPU)."
-        )
 
 
 def vllm_model_args(

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from sagc.evaluate.summary import write_json_atomic
+from sagc.pipeline.hub import hub_switched_off_reason, offline_switches
 
 
 class StageError(RuntimeError):
@@ -136,11 +137,6 @@ def _find_source(source_dir: Path, benchmark: str) -> Path:
     raise StageError(f"--source-dir {source_dir} holds none of: {names}")
 
 
-def _hub_offline() -> bool:
-    return any(os.environ.get(k, "").upper() in {"1", "ON", "YES", "TRUE"}
-               for k in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
-
-
 def _offline_message(bench: Benchmark, cache: Path, why: str) -> str:
     msg = (
         f"cannot stage benchmark {bench.name!r}: {why}. Nothing is cached at "
@@ -161,8 +157,9 @@ def _offline_message(bench: Benchmark, cache: Path, why: str) -> str:
 
 
 def _download(bench: Benchmark, cache: Path) -> list[dict]:
-    if _hub_offline():
-        raise StageError(_offline_message(bench, cache, "the Hub is switched off (HF_HUB_OFFLINE)"))
+    switches = offline_switches()
+    if switches:
+        raise StageError(_offline_message(bench, cache, hub_switched_off_reason(switches)))
     import datasets
 
     try:

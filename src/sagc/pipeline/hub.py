@@ -4,6 +4,13 @@ Nothing here downloads at training time. ``stage_train_data`` converts the RL tr
 once (it needs the network, or a copy in ``HF_HOME``, or a local file); ``resolve_model``
 only checks the local cache and fails with the command that fills it.
 
+Every job runs with the Hugging Face libraries switched offline (``sagc.pipeline.env``);
+the staging rules, the only jobs that reach the hub, run behind ``HUB_ACCESS_PREFIX``,
+which clears all three offline switches: huggingface_hub reads ``TRANSFORMERS_OFFLINE`` as
+``HF_HUB_OFFLINE`` too, so clearing only the first two leaves the hub switched off.
+
+    python -m sagc.pipeline.hub train-data --dataset ORG/NAME --split train --out train.jsonl
+
 Training set (the paper's summaries do not name one): DeepScaleR-Preview
 (``agentica-org/DeepScaleR-Preview-Dataset``, ~40k competition problems from AIME, AMC,
 Omni-MATH and STILL with verified final answers; columns ``problem``, ``answer``), a
@@ -13,14 +20,47 @@ the AIME evaluation task, so training and evaluation ask in the same words.
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
+import sys
 from pathlib import Path
+from typing import Mapping
 
 DEFAULT_TRAIN_DATASET = "agentica-org/DeepScaleR-Preview-Dataset"
+
+# The switches that keep huggingface_hub / datasets / transformers off the network.
+HUB_OFFLINE_FLAGS = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")
+# Shell prefix of the staging rules (and of a staging command run by hand in a job shell).
+HUB_ACCESS_PREFIX = "env " + " ".join(f"-u {flag}" for flag in HUB_OFFLINE_FLAGS)
+_TRUE = {"1", "ON", "YES", "TRUE"}
 
 
 class NotStagedError(RuntimeError):
     """A model or dataset the pipeline needs is not available offline."""
+
+
+def offline_switches(environ: Mapping[str, str] | None = None) -> list[str]:
+    """The variables that switch the hub off here (``["TRANSFORMERS_OFFLINE=1 ..."]``), read
+    the way the libraries read them: datasets honours ``HF_DATASETS_OFFLINE``, and
+    huggingface_hub (which does every download) takes ``HF_HUB_OFFLINE`` or, when that is
+    unset or empty, ``TRANSFORMERS_OFFLINE``. Empty: nothing blocks the hub."""
+    env = os.environ if environ is None else environ
+    found = []
+    if env.get("HF_DATASETS_OFFLINE", "").upper() in _TRUE:
+        found.append(f"HF_DATASETS_OFFLINE={env['HF_DATASETS_OFFLINE']}")
+    hub_var = "HF_HUB_OFFLINE" if env.get("HF_HUB_OFFLINE") else "TRANSFORMERS_OFFLINE"
+    if env.get(hub_var, "").upper() in _TRUE:
+        why = " (huggingface_hub reads it as HF_HUB_OFFLINE)" if hub_var == "TRANSFORMERS_OFFLINE" else ""
+        found.append(f"{hub_var}={env[hub_var]}{why}")
+    return found
+
+
+def hub_switched_off_reason(switches: list[str]) -> str:
+    """Why staging did not reach the hub: a switch, not the network, and how to clear it."""
+    return (f"the hub is switched off in this environment by {' and '.join(switches)}; the "
+            f"staging rules clear these switches, and a staging command run by hand must too "
+            f"(prefix it with `{HUB_ACCESS_PREFIX}`)")
 
 
 def prompt_template() -> str:
@@ -54,11 +94,14 @@ def stage_train_data(dataset: str | None, split: str, out: str | Path, source: s
     except NotStagedError:
         raise
     except Exception as err:  # datasets raises several types when offline
+        switches = offline_switches()
+        why = (hub_switched_off_reason(switches) if switches
+               else f"downloading it failed ({type(err).__name__}: {err})")
+        name = dataset or DEFAULT_TRAIN_DATASET
         raise NotStagedError(
-            f"training dataset {dataset!r} (split {split!r}) is not in the local cache and the "
-            f"hub is unreachable ({type(err).__name__}: {err}). Stage it once with network: "
-            f"`HF_HUB_OFFLINE=0 HF_DATASETS_OFFLINE=0 python -c \"import datasets; "
-            f"datasets.load_dataset('{dataset}', split='{split}')\"`, or set HF_HOME to a cache "
+            f"training dataset {name!r} (split {split!r}) is not in the local cache, and {why}. "
+            f"Stage it once with network: `{HUB_ACCESS_PREFIX} python -m sagc.pipeline.hub "
+            f"train-data --dataset {name} --split {split} --out {out}`, or set HF_HOME to a cache "
             f"that holds it, or give a local JSONL with problem/answer columns as hub.train_source."
         ) from err
     missing = {"problem", "answer"} - set(ds.column_names)
@@ -88,6 +131,29 @@ def resolve_model(hub_id: str, revision: str = "main") -> str:
     except Exception as err:
         raise NotStagedError(
             f"model {hub_id} (revision {revision}) is not in the local cache; run with network "
-            f"once (`huggingface-cli download {hub_id} --revision {revision}`) or set HF_HOME "
+            f"once (`hf download {hub_id} --revision {revision}`) or set HF_HOME "
             f"to a cache that holds it"
         ) from err
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``train-data``: the staging rule's command (see the module docstring)."""
+    parser = argparse.ArgumentParser(prog="python -m sagc.pipeline.hub", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    train = sub.add_parser("train-data", help="convert the RL training set to the pipeline's JSONL")
+    train.add_argument("--dataset", default=DEFAULT_TRAIN_DATASET, help="hub dataset id")
+    train.add_argument("--split", default="train")
+    train.add_argument("--source", default=None, help="a local JSON/JSONL file instead of the hub")
+    train.add_argument("--out", required=True)
+    ns = parser.parse_args(argv)
+    try:
+        n = stage_train_data(ns.dataset, ns.split, ns.out, ns.source)
+    except (NotStagedError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(f"wrote {n} prompts to {ns.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -25,7 +25,6 @@ instant and runs before the heavy imports.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import re
@@ -34,6 +33,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from sagc.controller import SAGCConfig
+from sagc.vllm_support import require_vllm, vllm_installed  # noqa: F401 (the trainer's and tests' import path)
 
 ALGORITHMS = ("grpo", "dapo")
 WANDB_MODES = ("offline", "online", "disabled")
@@ -347,19 +347,6 @@ class DeviceSection:
         return out
 
 
-def vllm_installed() -> bool:
-    return importlib.util.find_spec("vllm") is not None
-
-
-def require_vllm() -> None:
-    """Fail clearly (before any model is loaded) when vLLM is requested but not installed."""
-    if not vllm_installed():
-        raise ValueError(
-            "device.use_vllm=true but the 'vllm' package is not installed in this environment; "
-            "install the GPU extra (pip install 'sagc[gpu]') or set device.use_vllm=false"
-        )
-
-
 @dataclass(frozen=True)
 class TrainConfig:
     """One resolved grid cell (see the module docstring and docs in presets.py)."""
@@ -402,7 +389,7 @@ class TrainConfig:
         )
         cfg._check_cross_keys()
         if check_vllm and cfg.device.use_vllm:
-            require_vllm()
+            require_vllm("device.use_vllm=true", instead="set device.use_vllm=false")
         return cfg
 
     def _check_cross_keys(self) -> None:

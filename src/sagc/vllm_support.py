@@ -1,0 +1,87 @@
+"""vLLM for rollouts and evaluation: installed, and in a version TRL supports, or a clear error.
+
+Training (``device.use_vllm``) and evaluation (``--backend vllm``) both call
+:func:`require_vllm` before any model is loaded, so a job on a machine without vLLM, or with
+a vLLM that TRL does not support, stops at once with the fix in the message instead of
+failing (or, worse, running subtly differently) minutes into the job.
+
+TRL only *warns* outside its window (``trl.import_utils.is_vllm_available``); we refuse,
+because TRL's vLLM integration calls vLLM internals that change between releases.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+
+from packaging.version import InvalidVersion, Version
+
+# The window TRL 1.16.0 checks in trl.import_utils.is_vllm_available (on the base version,
+# so a local tag such as "+cu129" does not count). tests/pipeline/test_vllm_support.py
+# reads the installed TRL's check and fails when the two part.
+TRL_VLLM_MIN = "0.22.0"
+TRL_VLLM_MAX = "0.31.0"
+
+INSTALL_HINT = (
+    "install the locked paper stack on a CUDA machine (pip install -r "
+    "requirements/paper-py3XX.txt, or pip install -e '.[gpu]')"
+)
+
+
+class VLLMUnavailableError(RuntimeError, ValueError):
+    """vLLM was requested but is missing or outside TRL's supported window.
+
+    A RuntimeError (the environment is wrong, not the config) that is also a ValueError, so
+    the train CLI (which reports bad input, ValueError) and the evaluation CLI (which also
+    reports RuntimeError) both print it as a one-line error instead of a traceback."""
+
+
+def vllm_installed() -> bool:
+    return importlib.util.find_spec("vllm") is not None
+
+
+def installed_vllm_version() -> str | None:
+    """The installed vLLM distribution's version, without importing vLLM (slow, CUDA)."""
+    try:
+        return importlib.metadata.version("vllm")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def check_vllm_version(version: str, requested_by: str = "vLLM") -> None:
+    """Raise unless ``version`` (e.g. ``"0.30.0+cu129"``) lies in TRL's supported window."""
+    try:
+        base = Version(Version(version).base_version)
+    except InvalidVersion as err:
+        raise VLLMUnavailableError(f"{requested_by}: cannot read the vllm version {version!r}") from err
+    if not Version(TRL_VLLM_MIN) <= base <= Version(TRL_VLLM_MAX):
+        raise VLLMUnavailableError(
+            f"{requested_by} but vllm {version} is installed, and TRL supports vLLM "
+            f"{TRL_VLLM_MIN} to {TRL_VLLM_MAX} only; {INSTALL_HINT}"
+        )
+
+
+def check_installed_vllm(requested_by: str = "vLLM is requested") -> None:
+    """Refuse an installed vLLM outside TRL's window; an absent one passes.
+
+    For checks before any job starts (a workflow's config check): the submit host may have
+    no vLLM at all, e.g. for a dry run on a laptop, and the jobs then check for themselves.
+    """
+    version = installed_vllm_version()
+    if version is not None:
+        check_vllm_version(version, requested_by)
+
+
+def require_vllm(requested_by: str = "vLLM is requested", instead: str = "") -> None:
+    """Fail fast, before any model is loaded, unless a supported vLLM is installed.
+
+    ``requested_by`` names what asked for vLLM (``"device.use_vllm=true"``), ``instead`` the
+    way around it (``"set device.use_vllm=false"``); both go into the message.
+    """
+    version = installed_vllm_version()
+    if version is None or not vllm_installed():
+        raise VLLMUnavailableError(
+            f"{requested_by} but the 'vllm' package is not installed in this environment; "
+            f"{INSTALL_HINT}" + (f", or {instead}" if instead else "")
+        )
+    check_vllm_version(version, requested_by)
