@@ -75,7 +75,7 @@ class CompensatedAdamW(torch.optim.Optimizer):
                 m.lerp_(grad, 1 - beta1)
                 v.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
                 denom = (v / (1 - beta2**t)).sqrt_().add_(group["eps"])
-                weight = p.float()
+                weight = p.detach().to(torch.float32, copy=True)  # never an alias of an fp32 p
                 update = (m / (1 - beta1**t)).div_(denom).mul_(-group["lr"])
                 if group["weight_decay"]:
                     update.add_(weight, alpha=-group["lr"] * group["weight_decay"])
