@@ -248,3 +248,19 @@ def test_trainer_checks_its_layout_before_loading_the_model(tmp_path):
     with pytest.raises(ValueError, match=r"rollout_budget \(12\) is not divisible by G=8"):
         build(SAGCController(SAGCConfig(candidates=(4, 8))),
               SAGCTrainingArguments(prompts_per_step=None, rollout_budget=12), max_steps=2)
+
+
+def test_stop_strings_reach_vllm_and_the_trimmer_but_not_hf_generate(cell):
+    from sagc.train.presets import generation_kwargs
+
+    stopped = _with(cell, "train.stop", ["\nUser:"])
+    cpu = TrainConfig.from_dict(stopped)
+    assert cpu.train.stop == ("\nUser:",)
+    # HF generate would need the tokenizer for stop strings (TRL does not pass it): the rows
+    # are trimmed afterwards instead.
+    assert generation_kwargs(cpu.train, cpu.device) is None
+    gpu = TrainConfig.from_dict(_with(stopped, "device", {"use_cpu": False, "bf16": True, "use_vllm": True}),
+                                check_vllm=False)
+    assert generation_kwargs(gpu.train, gpu.device) == {"stop": ["\nUser:"]}  # vLLM SamplingParams
+    with pytest.raises(ValueError, match="must not set stop/stop_strings: use train.stop"):
+        TrainConfig.from_dict(_with(cell, "train.generation_kwargs", {"stop_strings": ["x"]}))

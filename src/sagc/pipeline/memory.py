@@ -31,6 +31,10 @@ vLLM reserve        ``vllm_gpu_memory_utilization`` x card (colocated vLLM claim
 runtime             ``RUNTIME_GIB``: CUDA context, cuBLAS/NCCL workspaces
 ==================  =========================================================================
 
+The optimizer step runs after the backward pass has freed the activations; its temporaries
+(``CompensatedAdamW`` holds about four fp32 copies of one parameter at a time: ~6 GB for
+Llama-3.2-3B's embedding) fit in their place on the paper's micro-batches.
+
 The estimate is an upper bound for the first step's loss pass, not a measurement: check
 it on the card (``torch.cuda.max_memory_allocated``) before a long run.
 
