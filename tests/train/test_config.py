@@ -81,7 +81,10 @@ def test_pipeline_shape_is_accepted(cell):
     ("sizing.sagc", {"seed": 3}, "sizing.sagc.seed is not allowed"),
     ("rewards", {"correctness": 1.0, "brevity": 0.5}, "rewards.brevity is not a known reward"),
     ("wandb.mode", "cloud", "wandb.mode must be one of"),
-    ("device.bf16", True, "device.bf16=true needs a GPU"),
+    ("device.master_weights", "bf16", "device.master_weights must be one of"),
+    ("device.master_weights", "bf16_kahan", "device.master_weights='bf16_kahan' needs device.bf16=true"),
+    ("device.vllm_importance_sampling_mode", "sequence", "device.vllm_importance_sampling_mode must be one of"),
+    ("train.stop", "\nUser:", "train.stop must be a list of non-empty stop strings"),
     ("device.vllm_mode", "remote", "device.vllm_mode must be one of ['colocate', 'server']"),
     ("cell.id", _DELETE, "cell.id is required"),
     ("output_dir", _DELETE, "output_dir is required"),
@@ -155,7 +158,12 @@ def test_gpu_plumbing_sizes_vllm_for_prompts_times_gmax(cell):
     assert kw["bf16"] and kw["gradient_checkpointing"] and not kw["use_cpu"]
     assert kw["use_vllm"] and kw["vllm_mode"] == "colocate" and kw["vllm_gpu_memory_utilization"] == 0.4
     assert kw["vllm_max_model_length"] == 96 + 160
-    assert kw["model_init_kwargs"]["dtype"] == "bfloat16"
+    # bf16 autocast over fp32 master weights unless the compensated bf16 optimizer is chosen.
+    assert kw["model_init_kwargs"]["dtype"] == "float32"
+    assert kw["vllm_importance_sampling_mode"] == "token_truncate"
+    kahan = TrainConfig.from_dict(_with(gpu, "device.master_weights", "bf16_kahan"), check_vllm=False)
+    assert grpo_config_kwargs(kahan, algo, step_shapes(kahan.train, algo, kahan.sizing.group_sizes())
+                              )["model_init_kwargs"]["dtype"] == "bfloat16"
     assert vllm_max_num_seqs(kw) == 4 * 16  # the largest step (P x G_max) in one pass
     # With a rollout budget the largest step is the budget, whatever G.
     budget = _with(_with(gpu, "train.prompts_per_step", None), "train.rollout_budget", 64)
@@ -240,3 +248,19 @@ def test_trainer_checks_its_layout_before_loading_the_model(tmp_path):
     with pytest.raises(ValueError, match=r"rollout_budget \(12\) is not divisible by G=8"):
         build(SAGCController(SAGCConfig(candidates=(4, 8))),
               SAGCTrainingArguments(prompts_per_step=None, rollout_budget=12), max_steps=2)
+
+
+def test_stop_strings_reach_vllm_and_the_trimmer_but_not_hf_generate(cell):
+    from sagc.train.presets import generation_kwargs
+
+    stopped = _with(cell, "train.stop", ["\nUser:"])
+    cpu = TrainConfig.from_dict(stopped)
+    assert cpu.train.stop == ("\nUser:",)
+    # HF generate would need the tokenizer for stop strings (TRL does not pass it): the rows
+    # are trimmed afterwards instead.
+    assert generation_kwargs(cpu.train, cpu.device) is None
+    gpu = TrainConfig.from_dict(_with(stopped, "device", {"use_cpu": False, "bf16": True, "use_vllm": True}),
+                                check_vllm=False)
+    assert generation_kwargs(gpu.train, gpu.device) == {"stop": ["\nUser:"]}  # vLLM SamplingParams
+    with pytest.raises(ValueError, match="must not set stop/stop_strings: use train.stop"):
+        TrainConfig.from_dict(_with(cell, "train.generation_kwargs", {"stop_strings": ["x"]}))

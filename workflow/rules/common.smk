@@ -11,7 +11,7 @@ from sagc.aggregate.outputs import (
 from sagc.pipeline import Grid
 from sagc.pipeline.cells import (
     aggregate_grid,
-    base_model_path,
+    base_model_eval_flags,
     cli_flags,
     eval_settings,
     train_cell_config,
@@ -67,12 +67,13 @@ def eval_data():
     return [f"{ROOT}/data/benchmarks/staged.json"]
 
 
-def eval_args(model_dir, out_dir, cell_id):
-    """The flags of `python -m sagc.evaluate run` for one model."""
+def eval_args(model, out_dir, cell_id):
+    """The flags of `python -m sagc.evaluate run` for one model; `model` is the model's own
+    flags ({"model": DIR} or {"model_json": FILE})."""
     ev = EVAL
     return cli_flags(
         {
-            "model": model_dir,
+            **model,
             "tasks": ",".join(ev["tasks"]),
             "data_dir": EVAL_DATA_DIR,
             "out": out_dir,

@@ -38,7 +38,7 @@ rule evaluate_cell:
         f"{ROOT}/eval/{CELL_DIR}/summary.json",
     params:
         args=lambda wc, input, output: eval_args(
-            input.final, os.path.dirname(output[0]), cell_of(wc).id
+            {"model": input.final}, os.path.dirname(output[0]), cell_of(wc).id
         ),
     threads: 1
     resources:
@@ -60,7 +60,7 @@ rule evaluate_base:
         f"{ROOT}/eval/{{model}}/base/summary.json",
     params:
         args=lambda wc, output: eval_args(
-            base_model_path(config, GRID, wc.model),
+            base_model_eval_flags(config, GRID, wc.model),
             os.path.dirname(output[0]),
             f"{wc.model}/base",
         ),

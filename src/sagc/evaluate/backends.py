@@ -68,7 +68,7 @@ def make_hf_lm(
     model_dir: Path,
     recorder,
     *,
-    batch_size: int = 8,
+    batch_size: int | str = 8,
     device: str = "cpu",
     dtype: str = "float32",
     max_length: int | None = None,
@@ -111,7 +111,7 @@ def make_hf_lm(
         tokenizer=tokenizer,
         device=device,
         dtype=dtype,
-        batch_size=int(batch_size),
+        batch_size=batch_size,  # an int, or lm-eval's "auto" / "auto:N"
         trust_remote_code=False,
     )
     if max_length is not None:

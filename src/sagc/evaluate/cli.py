@@ -1,8 +1,8 @@
 """Command line of ``python -m sagc.evaluate`` (the Snakemake evaluate/stage rules call it).
 
-    python -m sagc.evaluate run --model DIR --tasks tiny_arith,tiny_arith_heldout \\
+    python -m sagc.evaluate run (--model DIR | --model-json FILE) --tasks tiny_arith,tiny_arith_heldout \\
         --data-dir DIR --out DIR [--backend hf|vllm] [--limit N] [--max-gen-toks N] \\
-        [--temperature T] [--top-p P] [--repeats K] [--batch-size N] [--device cpu] \\
+        [--temperature T] [--top-p P] [--repeats K] [--batch-size N|auto] [--device cpu] \\
         [--seed N] [--cell ID] [--threads N] [--apply-chat-template] \\
         [--tp N] [--gpu-memory-utilization F] [--max-model-len N]
     python -m sagc.evaluate stage --benchmarks aime24,amc23,gpqa_diamond --cache DIR \\
@@ -28,12 +28,39 @@ def _csv(value: str) -> list[str]:
     return items
 
 
+def batch_size(value: str) -> int | str:
+    from sagc.evaluate.runner import parse_batch_size
+
+    try:
+        return parse_batch_size(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def model_folder(args: argparse.Namespace) -> Path:
+    """The folder to evaluate: ``--model``, or the ``path`` recorded in ``--model-json``."""
+    if args.model is not None:
+        return args.model
+    try:
+        record = json.loads(Path(args.model_json).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValueError(f"--model-json {args.model_json}: cannot read a model record ({exc})") from None
+    path = record.get("path") if isinstance(record, dict) else None
+    if not isinstance(path, str) or not path:
+        raise ValueError(f"--model-json {args.model_json}: no 'path' of a local model folder in it")
+    return Path(path)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m sagc.evaluate", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="evaluate one model with lm-eval and write summary.json")
-    run.add_argument("--model", type=Path, required=True, help="model folder (weights + tokenizer)")
+    source = run.add_mutually_exclusive_group(required=True)
+    source.add_argument("--model", type=Path, help="model folder (weights + tokenizer)")
+    source.add_argument("--model-json", type=Path,
+                        help="a resolved model's record (the hub world's models/<model>/base.json): "
+                             "evaluate the local snapshot folder in its 'path'")
     run.add_argument("--tasks", type=_csv, required=True, help="comma-separated task names")
     run.add_argument("--data-dir", type=Path, required=True,
                      help="folder with the tasks' data files (tiny-world splits or benchmark cache)")
@@ -45,7 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--temperature", type=float, default=None, help="0 = greedy")
     run.add_argument("--top-p", type=float, default=None)
     run.add_argument("--repeats", type=int, default=None, help="samples per document (avg@k)")
-    run.add_argument("--batch-size", type=int, default=8)
+    run.add_argument("--batch-size", type=batch_size, default=8,
+                     help="rows per batch, or 'auto' / 'auto:N' (lm-eval finds the largest that fits)")
     run.add_argument("--device", default="cpu")
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("--threads", type=int, default=None, help="torch CPU threads")
@@ -76,7 +104,7 @@ def _run(args: argparse.Namespace) -> int:
 
         torch.set_num_threads(max(1, args.threads))
     cfg = EvalConfig(
-        model_dir=args.model,
+        model_dir=model_folder(args),
         tasks=args.tasks,
         data_dir=args.data_dir,
         out_dir=args.out,

@@ -67,6 +67,17 @@ def offline() -> Iterator[None]:
                 os.environ[k] = v
 
 
+def parse_batch_size(value: int | str) -> int | str:
+    """lm-eval's batch size: a positive integer, ``auto`` or ``auto:N`` (lm-eval searches the
+    largest batch that fits, N times over the run)."""
+    text = str(value)
+    if text == "auto" or (text.startswith("auto:") and text[5:].isdigit()):
+        return text
+    if text.isdigit() and int(text) >= 1:
+        return int(text)
+    raise ValueError(f"batch_size must be a positive integer, 'auto' or 'auto:N', got {value!r}")
+
+
 @dataclass
 class EvalConfig:
     """Everything one evaluation needs; the CLI maps its flags one to one onto these."""
@@ -79,7 +90,7 @@ class EvalConfig:
     cell: str = ""
     limit: int | None = None
     generation: GenerationOverrides = field(default_factory=GenerationOverrides)
-    batch_size: int = 8
+    batch_size: int | str = 8  # or lm-eval's "auto" / "auto:N"
     device: str = "cpu"
     seed: int = 0
     apply_chat_template: bool = False
@@ -93,8 +104,7 @@ class EvalConfig:
             raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
         if self.limit is not None and self.limit < 1:
             raise ValueError(f"limit must be >= 1, got {self.limit}")
-        if self.batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
+        self.batch_size = parse_batch_size(self.batch_size)
         if not Path(self.model_dir).is_dir():
             raise FileNotFoundError(f"model folder {self.model_dir} does not exist")
         if not Path(self.data_dir).is_dir():

@@ -16,6 +16,15 @@ def base_model_path(config: dict[str, Any], grid: Grid, model: str) -> str:
     return config["models"][model]["hub_id"]
 
 
+def base_model_eval_flags(config: dict[str, Any], grid: Grid, model: str) -> dict[str, str]:
+    """How ``python -m sagc.evaluate run`` finds a base model: the tiny world's folder, or
+    for the hub world the record ``resolve_hub_model`` wrote (its ``path`` is the local
+    snapshot folder; the evaluation needs a folder, not a hub id)."""
+    if config["world"] == "tiny":
+        return {"model": base_model_path(config, grid, model)}
+    return {"model_json": grid.base_model_json(model)}
+
+
 def train_data_path(grid: Grid) -> str:
     return f"{grid.data_dir}/train.jsonl"
 
@@ -42,6 +51,8 @@ def train_cell_config(config: dict[str, Any], grid: Grid, cell: Cell) -> dict[st
     out = grid.train_dir(cell)
     train = {k: v for k, v in config["train"].items()}
     train["seed"] = cell.train_seed
+    if train.get("gradient_accumulation_steps") == "auto":
+        train["gradient_accumulation_steps"] = resolve_accumulation(config, cell)
     return {
         "cell": {
             "id": cell.id,
@@ -73,6 +84,22 @@ def train_cell_config(config: dict[str, Any], grid: Grid, cell: Cell) -> dict[st
         "device": dict(config.get("device", {})),
         "output_dir": out,
     }
+
+
+def resolve_accumulation(config: dict[str, Any], cell: Cell) -> int:
+    """``train.gradient_accumulation_steps: auto``: the largest micro-batch of this cell that
+    fits the card (``sagc.pipeline.memory``)."""
+    from sagc.pipeline.memory import auto_accumulation, card_gib
+    from sagc.train.config import SizingSection, TrainSection
+    from sagc.train.presets import resolve_algorithm
+
+    if card_gib(config) is None:
+        raise ValueError("train.gradient_accumulation_steps=auto needs device.gpu_memory_gib "
+                         "(and device.use_cpu=false): the card the micro-batch is sized for")
+    algo = resolve_algorithm({"name": cell.algorithm, **config.get("algorithm_overrides", {}).get(cell.algorithm, {})},
+                             config["train"].get("max_completion_length", TrainSection.max_completion_length))
+    sizes = SizingSection(name=cell.sizing, sagc=sagc_config(config, cell.sizing)).group_sizes()
+    return auto_accumulation(config, cell.model, algo, sizes)
 
 
 def eval_settings(config: dict[str, Any]) -> dict[str, Any]:

@@ -104,10 +104,22 @@ def prepare(config: dict[str, Any], source: str, schema_path: Path | str = SCHEM
     from snakemake.utils import validate
 
     check_schema(config, source, schema_path)
+    check_explicit_device(config, source)  # before the schema's CPU defaults fill the block
     validate(config, str(schema_path), set_default=True)
     check_semantics(config, source)
     check_cells(config, source)
     return config
+
+
+def check_explicit_device(config: dict[str, Any], source: str) -> None:
+    """A hub world must say where it runs: the device block's defaults are the tiny world's
+    CPU, and real 3B models on CPU are a choice to make on purpose, not by omission."""
+    if config.get("world") == "hub" and "use_cpu" not in (config.get("device") or {}):
+        raise ConfigError(
+            f"{source}: invalid config\n  config key 'device.use_cpu': world 'hub' needs an explicit "
+            "device block (use_cpu: false with bf16/vLLM for GPUs, or use_cpu: true to run the hub "
+            "models on CPU on purpose)"
+        )
 
 
 def check_cells(config: dict[str, Any], source: str) -> None:
@@ -122,9 +134,28 @@ def check_cells(config: dict[str, Any], source: str) -> None:
     problems = {}
     for cell in grid.cells():
         try:
-            TrainConfig.from_dict(train_cell_config(config, grid, cell), check_vllm=False)
+            cfg = TrainConfig.from_dict(train_cell_config(config, grid, cell), check_vllm=False)
+            check_cell_memory(config, cfg)
         except ValueError as err:
             problems.setdefault(str(err), []).append(cell.id)
     if problems:
         lines = [f"{msg} (cells: {', '.join(ids)})" for msg, ids in problems.items()]
         raise ConfigError(f"{source}: invalid training config\n  " + "\n  ".join(lines))
+
+
+def check_cell_memory(config: dict[str, Any], cfg) -> None:
+    """With ``device.gpu_memory_gib`` set, the cell's micro-batch must fit the card by the
+    estimate of ``sagc.pipeline.memory`` (a first-step out-of-memory, caught at parse time)."""
+    from sagc.pipeline.memory import card_gib, cell_estimate
+    from sagc.train.presets import resolve_algorithm, step_shapes
+
+    if card_gib(config) is None:
+        return
+    algo = resolve_algorithm(cfg.algorithm, cfg.train.max_completion_length)
+    shapes = step_shapes(cfg.train, algo, cfg.sizing.group_sizes())
+    est = cell_estimate(config, cfg.cell.model, algo, shapes.max_micro_batch)
+    if not est.fits:
+        raise ValueError(
+            f"train.gradient_accumulation_steps={cfg.train.gradient_accumulation_steps} does not fit "
+            f"device.gpu_memory_gib: {est.describe()}; raise it or set it to auto"
+        )

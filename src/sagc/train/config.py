@@ -14,6 +14,9 @@ Keys beyond the pipeline's shape (all optional, defaults below):
 - ``train.max_grad_norm`` (1.0), ``train.save_total_limit`` (2: the last two checkpoints,
   so a kill during a checkpoint write still leaves a complete one).
 - ``train.shuffle`` (true): order of the prompt stream.
+- ``train.stop`` ([]): stop strings of the training generations (e.g. "\\nUser:", as the
+  evaluation tasks); a completion is cut before the first one and ended with EOS
+  (``sagc.train.stopping``).
 - ``train.generation_kwargs`` ({}): extra ``GenerationConfig`` keys for HF generation (TRL's
   ``generation_kwargs``; e.g. ``top_k``, ``min_p``, ``sequence_bias``).
 - ``algorithm.*``: see ``sagc.train.presets`` (every key there is an override of the preset).
@@ -28,7 +31,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -38,6 +41,11 @@ from sagc.vllm_support import require_vllm, vllm_installed  # noqa: F401 (the tr
 ALGORITHMS = ("grpo", "dapo")
 WANDB_MODES = ("offline", "online", "disabled")
 VLLM_MODES = ("colocate", "server")
+#: How the optimizer keeps the weights under bf16 (``sagc.train.precision``): fp32 master
+#: weights with bf16 autocast, or bf16 weights with a compensated (Kahan) AdamW.
+MASTER_WEIGHTS = ("fp32", "bf16_kahan")
+#: TRL's ``vllm_importance_sampling_mode`` values.
+IS_MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
 LR_SCHEDULERS = ("constant", "linear", "cosine", "constant_with_warmup")
 _SIZING_RE = re.compile(r"^(g\d+|sagc|sagc-[A-Za-z0-9_.-]+)$")
 
@@ -198,6 +206,7 @@ class TrainSection:
     save_total_limit: int = 2
     shuffle: bool = True
     generation_kwargs: dict = field(default_factory=dict)
+    stop: tuple = ()
 
     @classmethod
     def from_dict(cls, d: Any) -> "TrainSection":
@@ -226,7 +235,11 @@ class TrainSection:
         _bool("train.shuffle", out.shuffle)
         if not isinstance(out.generation_kwargs, Mapping) or not all(isinstance(k, str) for k in out.generation_kwargs):
             raise _fail("train.generation_kwargs", "a mapping of transformers GenerationConfig keys", out.generation_kwargs)
-        return out
+        if isinstance(out.stop, str) or not all(isinstance(x, str) and x for x in out.stop):
+            raise _fail("train.stop", "a list of non-empty stop strings", out.stop)
+        if "stop" in out.generation_kwargs or "stop_strings" in out.generation_kwargs:
+            raise ValueError("train.generation_kwargs must not set stop/stop_strings: use train.stop")
+        return replace(out, stop=tuple(out.stop))
 
 
 @dataclass(frozen=True)
@@ -331,20 +344,37 @@ class DeviceSection:
     vllm_mode: str = "colocate"
     vllm_gpu_memory_utilization: float = 0.3
     vllm_tensor_parallel_size: int = 1
+    master_weights: str = "fp32"
+    gpu_memory_gib: float | None = None
+    vllm_importance_sampling_mode: str = "token_truncate"
+    vllm_importance_sampling_clip_max: float = 3.0
 
     @classmethod
     def from_dict(cls, d: Any) -> "DeviceSection":
+        """``bf16`` on CPU is allowed (torch autocasts to bf16 on CPU too; slow, for checks)."""
         out = cls(**_section(d, "device", cls))
         for k in ("use_cpu", "bf16", "gradient_checkpointing", "use_vllm"):
             _bool(f"device.{k}", getattr(out, k))
         _str("device.vllm_mode", out.vllm_mode, choices=VLLM_MODES)
         _number("device.vllm_gpu_memory_utilization", out.vllm_gpu_memory_utilization, lo=0.0, hi=1.0, lo_open=True)
         _pos_int("device.vllm_tensor_parallel_size", out.vllm_tensor_parallel_size)
+        _str("device.master_weights", out.master_weights, choices=MASTER_WEIGHTS)
+        _number("device.gpu_memory_gib", out.gpu_memory_gib, lo=0.0, lo_open=True, allow_none=True)
+        _str("device.vllm_importance_sampling_mode", out.vllm_importance_sampling_mode, choices=IS_MODES)
+        _number("device.vllm_importance_sampling_clip_max", out.vllm_importance_sampling_clip_max,
+                lo=0.0, lo_open=True)
         if out.use_vllm and out.use_cpu:
             raise ValueError("device.use_vllm=true needs a GPU: set device.use_cpu=false")
-        if out.bf16 and out.use_cpu:
-            raise ValueError("device.bf16=true needs a GPU here: set device.use_cpu=false or device.bf16=false")
+        if out.master_weights != "fp32" and not out.bf16:
+            raise ValueError(f"device.master_weights={out.master_weights!r} needs device.bf16=true "
+                             "(without bf16 the weights are fp32)")
         return out
+
+    @property
+    def weights_dtype(self) -> str:
+        """The dtype the policy (and TRL's reference model) is loaded in: fp32 unless bf16
+        weights with the compensated optimizer were chosen (``sagc.train.precision``)."""
+        return "bfloat16" if self.bf16 and self.master_weights == "bf16_kahan" else "float32"
 
 
 @dataclass(frozen=True)

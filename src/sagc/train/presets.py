@@ -200,7 +200,7 @@ def grpo_config_kwargs(cfg: Any, algo: AlgorithmSettings, shapes: StepShapes) ->
         max_completion_length=t.max_completion_length,
         temperature=t.temperature,
         top_p=t.top_p,
-        generation_kwargs=dict(t.generation_kwargs) or None,
+        generation_kwargs=generation_kwargs(t, dev),
         # algorithm
         loss_type=algo.loss_type,
         beta=algo.beta,
@@ -230,7 +230,7 @@ def grpo_config_kwargs(cfg: Any, algo: AlgorithmSettings, shapes: StepShapes) ->
         gradient_checkpointing=dev.gradient_checkpointing,
         use_vllm=dev.use_vllm,
         model_init_kwargs={"trust_remote_code": cfg.model.trust_remote_code,
-                           "dtype": "bfloat16" if dev.bf16 else "float32",
+                           "dtype": dev.weights_dtype,
                            **({"revision": cfg.model.revision} if cfg.model.revision else {})},
         trust_remote_code=cfg.model.trust_remote_code,
     )
@@ -240,8 +240,22 @@ def grpo_config_kwargs(cfg: Any, algo: AlgorithmSettings, shapes: StepShapes) ->
             vllm_gpu_memory_utilization=dev.vllm_gpu_memory_utilization,
             vllm_tensor_parallel_size=dev.vllm_tensor_parallel_size,
             vllm_max_model_length=t.max_prompt_length + t.max_completion_length,
+            vllm_importance_sampling_mode=dev.vllm_importance_sampling_mode,
+            vllm_importance_sampling_clip_max=dev.vllm_importance_sampling_clip_max,
         )
     return kw
+
+
+def generation_kwargs(train: Any, device: Any) -> dict[str, Any] | None:
+    """TRL's ``generation_kwargs``: the cell's extra keys, plus the stop strings for vLLM
+    (``SamplingParams.stop``; vLLM then ends the row at the token that completes one, keeping
+    that token in ``token_ids``). HF ``generate`` needs the tokenizer for stop strings, which
+    TRL does not pass, so there the rows run on to EOS or the cap; in both cases
+    ``sagc.train.stopping`` trims them the same way afterwards."""
+    kw = dict(train.generation_kwargs)
+    if device.use_vllm and train.stop:
+        kw["stop"] = list(train.stop)
+    return kw or None
 
 
 def vllm_max_num_seqs(kwargs: dict[str, Any]) -> int:

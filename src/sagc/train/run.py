@@ -145,6 +145,7 @@ def build_trainer(cfg: TrainConfig, *, callbacks: list | None = None, step_logge
     from trl import GRPOConfig
 
     from sagc.controller import make_group_sizer
+    from sagc.train.precision import optimizer_cls_and_kwargs
     from sagc.train.presets import grpo_config_kwargs, resolve_algorithm, step_shapes
     from sagc.train.rewards import build_reward_funcs
     from sagc.train.trainer import SAGCGRPOTrainer, SAGCTrainingArguments
@@ -174,10 +175,13 @@ def build_trainer(cfg: TrainConfig, *, callbacks: list | None = None, step_logge
             rollout_budget=cfg.train.rollout_budget,
             dynamic_sampling=algo.dynamic_sampling,
             ds_max_rounds=algo.ds_max_rounds,
+            stop=cfg.train.stop,
         ),
         step_logger=step_logger,
         callbacks=callbacks,
     )
+    # Precision: fp32 master weights use the Trainer's AdamW; bf16 weights the compensated one.
+    trainer.optimizer_cls_and_kwargs = optimizer_cls_and_kwargs(cfg.device, args)
     trainer.prompts_filtered = n_filtered
     trainer.algorithm_settings = algo
     return trainer

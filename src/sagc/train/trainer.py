@@ -64,6 +64,7 @@ from trl import GRPOConfig, GRPOTrainer
 from sagc import metrics as M
 from sagc.controller import StepRecord
 from sagc.lengths import as_groups, padding_efficiency, true_median
+from sagc.train import rollout
 from sagc.train.config import require_vllm
 from sagc.train.dynamic_sampling import informative_groups, merge_scored
 from sagc.train.prompts import PromptStream
@@ -88,6 +89,7 @@ class SAGCTrainingArguments:
     rollout_budget: int | None = None
     dynamic_sampling: bool = False
     ds_max_rounds: int = 3
+    stop: tuple[str, ...] = ()  # stop strings of the rollouts (sagc.train.rollout.trim_at_stop)
 
     def prompts_for(self, group_size: int) -> int:
         if self.rollout_budget is not None:
@@ -343,6 +345,13 @@ class SAGCGRPOTrainer(GRPOTrainer):
             raise RuntimeError("expected exactly one reward computation per generation round")
         return scored, self._current.rewards[-1]
 
+    def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+        # Here, not in _generate: TRL decodes, scores and tests truncation inside _generate.
+        rollout.timed_weight_sync(self)
+        ids, logprobs = super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations,
+                                                      has_tool_images)
+        return rollout.trim_rollouts(self, ids, logprobs, self.sagc_args.stop)
+
     def _generate_and_score_completions(self, inputs):
         if not self.model.training:
             return super()._generate_and_score_completions(inputs)
@@ -367,6 +376,7 @@ class SAGCGRPOTrainer(GRPOTrainer):
         width = int(scored["prompt_ids"].shape[1]) + int(scored["completion_ids"].shape[1])
         cur.train_padded_tokens = n_rows * width * self.args.num_iterations
         cur.record = self.group_sizer.observe(cur.length_groups)
+        rollout.record_importance_sampling(self, scored)
         return scored
 
     def _dynamic_sampling(self, scored: dict, rewards: torch.Tensor, p: int, g: int) -> dict:

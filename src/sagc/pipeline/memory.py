@@ -1,0 +1,279 @@
+"""GPU memory of one training cell: a written-down estimator, and the micro-batch it allows.
+
+TRL runs the loss pass on ``per_device_train_batch_size`` rows at once (one micro-batch);
+a step's P x G rollouts are split into ``minibatches x gradient_accumulation_steps``
+micro-batches. The estimator below says how large a micro-batch fits a card, so that
+``train.gradient_accumulation_steps: auto`` can pick the accumulation for every cell, and
+the config check can refuse a cell that would run out of memory at its first step.
+
+What the card holds during the loss pass of a colocated run (bytes; N = parameters):
+
+==================  =========================================================================
+weights             N x 4 (fp32 master weights) or N x 2 (bf16 weights, compensated optimizer)
+gradients           same dtype as the weights
+optimizer           AdamW moments in fp32: N x 8; the compensated optimizer adds a bf16
+                    compensation buffer (N x 2)
+autocast copies     fp32 master weights under bf16 autocast: a bf16 copy of each weight is
+                    cached for the forward pass, N x 2
+reference model     GRPO's KL term (beta > 0): TRL loads it like the policy (same dtype)
+activations         with gradient checkpointing: each layer's input is kept (L x h per token),
+                    plus the working set of the one layer being recomputed in the backward
+                    pass, 2 x (4h + 2 kv + 4 I) per token (q/o and norms, k/v, MLP
+                    gate/up/act/product; forward values and their gradients); TRL's fused LM
+                    head never materialises the (tokens x vocab) logits. Element size: 4 bytes
+                    with fp32 master weights (the residual stream stays fp32 under autocast),
+                    2 with bf16 weights. Times ``ACTIVATION_MARGIN`` for what the model leaves
+                    out (allocator fragmentation, attention kernels' buffers). Tokens = micro-
+                    batch x (max_prompt_length + max_completion_length): TRL pads every row
+                    to the longest one, and the worst case is the cap.
+vLLM reserve        ``vllm_gpu_memory_utilization`` x card (colocated vLLM claims that share
+                    of the whole card for its weights and KV cache)
+runtime             ``RUNTIME_GIB``: CUDA context, cuBLAS/NCCL workspaces
+==================  =========================================================================
+
+The optimizer step runs after the backward pass has freed the activations; its temporaries
+(``CompensatedAdamW`` holds about four fp32 copies of one parameter at a time: ~6 GB for
+Llama-3.2-3B's embedding) fit in their place on the paper's micro-batches.
+
+The estimate is an upper bound for the first step's loss pass, not a measurement: check
+it on the card (``torch.cuda.max_memory_allocated``) before a long run.
+
+The paper's two models are described by their published ``config.json`` fields
+(``PAPER_MODEL_CONFIGS``), so resolving the paper grid needs neither network nor cache.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from sagc.train.config import MASTER_WEIGHTS
+
+GIB = 1024**3
+#: Multiplier on the activation estimate for what it leaves out.
+ACTIVATION_MARGIN = 1.25
+#: CUDA context and library workspaces.
+RUNTIME_GIB = 2.0
+
+#: ``config.json`` of the paper's base models (the fields the architecture classes read).
+PAPER_MODEL_CONFIGS: dict[str, dict[str, Any]] = {
+    "Qwen/Qwen2.5-3B": {
+        "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_act": "silu",
+        "hidden_size": 2048, "intermediate_size": 11008, "num_hidden_layers": 36,
+        "num_attention_heads": 16, "num_key_value_heads": 2, "max_position_embeddings": 32768,
+        "max_window_layers": 36, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0,
+        "sliding_window": 32768, "use_sliding_window": False, "tie_word_embeddings": True,
+        "vocab_size": 151936, "bos_token_id": 151643, "eos_token_id": 151643,
+        "attention_dropout": 0.0, "initializer_range": 0.02, "torch_dtype": "bfloat16",
+    },
+    "meta-llama/Llama-3.2-3B": {
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_act": "silu",
+        "hidden_size": 3072, "intermediate_size": 8192, "num_hidden_layers": 28,
+        "num_attention_heads": 24, "num_key_value_heads": 8, "head_dim": 128,
+        "max_position_embeddings": 131072, "rms_norm_eps": 1e-05, "rope_theta": 500000.0,
+        "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                         "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+        "attention_bias": False, "mlp_bias": False, "tie_word_embeddings": True,
+        "vocab_size": 128256, "bos_token_id": 128000, "eos_token_id": 128001,
+        "attention_dropout": 0.0, "initializer_range": 0.02, "pretraining_tp": 1,
+        "torch_dtype": "bfloat16",
+    },
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """The dimensions the estimate needs, from a ``config.json``."""
+
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    intermediate_size: int
+    vocab_size: int
+    tie_word_embeddings: bool
+    qkv_bias: bool
+
+    @classmethod
+    def from_config(cls, cfg: dict[str, Any]) -> "Architecture":
+        h, heads = int(cfg["hidden_size"]), int(cfg["num_attention_heads"])
+        return cls(
+            hidden_size=h,
+            num_layers=int(cfg["num_hidden_layers"]),
+            num_heads=heads,
+            num_kv_heads=int(cfg.get("num_key_value_heads", heads)),
+            head_dim=int(cfg.get("head_dim") or h // heads),
+            intermediate_size=int(cfg["intermediate_size"]),
+            vocab_size=int(cfg["vocab_size"]),
+            tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+            qkv_bias=cfg.get("model_type") == "qwen2" or bool(cfg.get("attention_bias", False)),
+        )
+
+    @property
+    def kv_dim(self) -> int:
+        return self.num_kv_heads * self.head_dim
+
+    @property
+    def params(self) -> int:
+        h, q, kv, i = self.hidden_size, self.num_heads * self.head_dim, self.kv_dim, self.intermediate_size
+        layer = h * q + 2 * h * kv + q * h + 3 * h * i + 2 * h + ((q + 2 * kv) if self.qkv_bias else 0)
+        embeddings = self.vocab_size * h * (1 if self.tie_word_embeddings else 2)
+        return self.num_layers * layer + embeddings + h
+
+    def activation_elements_per_token(self, gradient_checkpointing: bool) -> int:
+        h, kv, i = self.hidden_size, self.kv_dim, self.intermediate_size
+        working_set = 2 * (4 * h + 2 * kv + 4 * i)
+        if gradient_checkpointing:
+            return self.num_layers * h + working_set
+        return self.num_layers * (h + working_set)
+
+    def kv_cache_bytes_per_token(self, dtype_bytes: int = 2) -> int:
+        return 2 * self.num_layers * self.kv_dim * dtype_bytes
+
+
+def architecture_of(model_spec: dict[str, Any], model_name: str) -> Architecture:
+    """The architecture of a config's model entry: a paper model from the table, another hub
+    model from its ``config.json`` in the local Hugging Face cache."""
+    hub_id = model_spec.get("hub_id")
+    if hub_id in PAPER_MODEL_CONFIGS:
+        return Architecture.from_config(PAPER_MODEL_CONFIGS[hub_id])
+    if hub_id:
+        from huggingface_hub import try_to_load_from_cache
+
+        path = try_to_load_from_cache(hub_id, "config.json", revision=model_spec.get("revision"))
+        if isinstance(path, str):
+            with open(path) as fh:
+                return Architecture.from_config(json.load(fh))
+    raise ValueError(
+        f"models.{model_name}: no architecture known for the memory estimate (hub_id {hub_id!r} is "
+        f"neither one of {sorted(PAPER_MODEL_CONFIGS)} nor in the local cache); download it first or "
+        "set train.gradient_accumulation_steps to a number and device.gpu_memory_gib to null"
+    )
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Bytes per component (see the module docstring) against a card of ``card_bytes``."""
+
+    weights: float
+    gradients: float
+    optimizer: float
+    autocast_copies: float
+    reference_model: float
+    activations: float
+    vllm_reserve: float
+    runtime: float
+    card_bytes: float
+    micro_batch: int
+    tokens_per_row: int
+
+    @property
+    def total(self) -> float:
+        return (self.weights + self.gradients + self.optimizer + self.autocast_copies
+                + self.reference_model + self.activations + self.vllm_reserve + self.runtime)
+
+    @property
+    def fits(self) -> bool:
+        return self.total <= self.card_bytes
+
+    def describe(self) -> str:
+        parts = ("weights", "gradients", "optimizer", "autocast_copies", "reference_model",
+                 "activations", "vllm_reserve", "runtime")
+        body = ", ".join(f"{p} {getattr(self, p) / GIB:.1f}" for p in parts if getattr(self, p))
+        return (f"micro-batch {self.micro_batch} x {self.tokens_per_row} tokens: {self.total / GIB:.1f} GiB "
+                f"of {self.card_bytes / GIB:.1f} GiB ({body})")
+
+
+def estimate(arch: Architecture, *, master_weights: str, reference_model: bool, micro_batch: int,
+             tokens_per_row: int, vllm_fraction: float, card_gib: float,
+             gradient_checkpointing: bool = True, use_vllm: bool = True) -> MemoryEstimate:
+    """Peak memory of a colocated training step's loss pass (see the module docstring)."""
+    if master_weights not in MASTER_WEIGHTS:
+        raise ValueError(f"master_weights must be one of {MASTER_WEIGHTS}, got {master_weights!r}")
+    n = arch.params
+    fp32 = master_weights == "fp32"
+    w = 4 if fp32 else 2
+    act_elem = arch.activation_elements_per_token(gradient_checkpointing)
+    return MemoryEstimate(
+        weights=n * w,
+        gradients=n * w,
+        optimizer=n * 8 + (0 if fp32 else n * 2),
+        autocast_copies=n * 2 if fp32 else 0,
+        reference_model=n * w if reference_model else 0,
+        activations=micro_batch * tokens_per_row * act_elem * w * ACTIVATION_MARGIN,
+        vllm_reserve=vllm_fraction * card_gib * GIB if use_vllm else 0,
+        runtime=RUNTIME_GIB * GIB,
+        card_bytes=card_gib * GIB,
+        micro_batch=micro_batch,
+        tokens_per_row=tokens_per_row,
+    )
+
+
+def vllm_kv_capacity_tokens(arch: Architecture, vllm_fraction: float, card_gib: float) -> int:
+    """Tokens of KV cache the colocated vLLM has left after its bf16 weights (an upper
+    bound: vLLM also keeps activations and CUDA graphs in its share)."""
+    free = vllm_fraction * card_gib * GIB - arch.params * 2
+    return max(0, int(free // arch.kv_cache_bytes_per_token()))
+
+
+# -- a pipeline config's cells --------------------------------------------------------------
+
+
+def card_gib(config: dict[str, Any]) -> float | None:
+    """The card the config is sized for (``device.gpu_memory_gib``); None on CPU or unset."""
+    device = config.get("device", {})
+    if device.get("use_cpu", True):
+        return None
+    return device.get("gpu_memory_gib")
+
+
+def cell_estimate(config: dict[str, Any], model: str, algo: Any, micro_batch: int) -> MemoryEstimate:
+    """The estimate of one cell of a checked pipeline config with a given micro-batch;
+    ``algo`` is the cell's ``sagc.train.presets.AlgorithmSettings``."""
+    from sagc.train.config import TrainSection
+
+    device, train = config.get("device", {}), config["train"]
+    card = card_gib(config)
+    if card is None:
+        raise ValueError("device.gpu_memory_gib is needed for a memory estimate (and device.use_cpu=false)")
+    return estimate(
+        architecture_of(config["models"][model], model),
+        master_weights=device.get("master_weights", "fp32"),
+        reference_model=algo.beta > 0,
+        micro_batch=micro_batch,
+        tokens_per_row=(train.get("max_prompt_length", TrainSection.max_prompt_length)
+                        + train.get("max_completion_length", TrainSection.max_completion_length)),
+        vllm_fraction=device.get("vllm_gpu_memory_utilization", 0.3),
+        card_gib=card,
+        gradient_checkpointing=device.get("gradient_checkpointing", False),
+        use_vllm=device.get("use_vllm", False),
+    )
+
+
+def auto_accumulation(config: dict[str, Any], model: str, algo: Any, group_sizes: tuple[int, ...]) -> int:
+    """The smallest ``gradient_accumulation_steps`` (largest micro-batch) whose micro-batch
+    fits the card and whose split divides every G of the cell."""
+    from types import SimpleNamespace
+
+    from sagc.train.presets import step_shapes
+
+    train = config["train"]
+    last = None
+    max_rollouts = train.get("rollout_budget") or train["prompts_per_step"] * max(group_sizes)
+    for ga in range(1, max_rollouts + 1):
+        shape_of = SimpleNamespace(gradient_accumulation_steps=ga, rollout_budget=train.get("rollout_budget"),
+                                   prompts_per_step=train.get("prompts_per_step"))
+        try:
+            shapes = step_shapes(shape_of, algo, group_sizes)
+        except ValueError:
+            continue
+        last = cell_estimate(config, model, algo, shapes.max_micro_batch)
+        if last.fits:
+            return ga
+    raise ValueError(
+        f"train.gradient_accumulation_steps=auto: no micro-batch fits device.gpu_memory_gib="
+        f"{card_gib(config)} ({last.describe() if last else 'no split divides'}); use a larger card, "
+        "device.master_weights=bf16_kahan, a smaller vLLM share or shorter sequences"
+    )

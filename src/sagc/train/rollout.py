@@ -1,0 +1,148 @@
+"""Around TRL's generation call: stop strings, the vLLM weight sync, importance sampling.
+
+**Stop strings.** The evaluation tasks stop a completion at "\\nUser:" (a base model writes
+on into an invented next turn otherwise). Training must stop the same way, or completions
+run to the length cap, the last ``\\boxed{}`` may answer an invented question, and the
+straggler statistics SAGC reacts to are inflated by an artefact. vLLM is given the stop
+strings (``SamplingParams.stop``); it ends the row at the token that completes one, but only
+its *text* is cut: the row's ``token_ids`` (what TRL trains on) still hold the stop string's
+tokens (vLLM's incremental detokenizer appends every sampled id and truncates only
+``output_text``). HF ``generate`` cannot get stop strings through TRL at all (it needs the
+tokenizer as an argument). So every row is trimmed here, after generation and before TRL
+decodes it, checks truncation and scores it (``trim_at_stop``): cut before the first stop
+string and append EOS, so TRL's truncation test (last token is EOS) and DAPO's overlong
+mask treat the row as finished, the reward sees the answer's text, and the lengths SAGC
+observes are the trimmed ones. The appended EOS was not sampled: its sampling log-prob is
+NaN, which TRL's importance sampling correction treats as "no correction" (ratio 1).
+
+**Weight sync.** With vLLM, TRL copies the policy's weights into vLLM before the first
+generation of each optimizer step, inside the generation call. ``timed_weight_sync`` does
+that copy itself (the same call TRL makes) and records its duration, so the rollout time is
+reported apart from it.
+
+**Importance sampling.** ``record_importance_sampling`` logs the fraction of the
+correction's units (tokens, or rows for the sequence modes) that the mode masked (ratio set
+to 0) or truncated (ratio capped at the clip). With 4k-token completions a sequence-level
+ratio multiplies thousands of token ratios, so ``sequence_mask`` masks long rows first.
+
+Metric names (TRL's own metric dict; the step row reports them under ``trl/``):
+``WEIGHT_SYNC_METRIC``, ``IS_ALTERED_METRIC``, ``STOP_TRIMMED_METRIC``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Sequence
+
+WEIGHT_SYNC_METRIC = "timing/vllm_weight_sync_s"
+IS_ALTERED_METRIC = "sampling/importance_sampling_altered_frac"
+STOP_TRIMMED_METRIC = "completions/stop_string_frac"
+
+
+def _first_stop(text: str, stop: Sequence[str]) -> int:
+    hits = [i for i in (text.find(s) for s in stop) if i >= 0]
+    return min(hits) if hits else -1
+
+
+def trim_at_stop(completion_ids: list[list[int]], logprobs: list[list[float]] | None,
+                 stop: Sequence[str], decode, eos_token_id: int
+                 ) -> tuple[list[list[int]], list[list[float]] | None, int]:
+    """Cut each row before its first stop string and end it with ``eos_token_id``.
+
+    ``decode(ids) -> str`` decodes like TRL does for rewards (special tokens skipped). The
+    kept tokens are the shortest prefix whose text covers everything before the stop string;
+    a last token that spans into the stop string is kept (it may also carry the answer's
+    closing brace, e.g. "}\\n"), unless it holds the whole stop string. Rows without a stop
+    string are returned unchanged. Returns the rows, their log-probs (the appended EOS gets
+    NaN: not sampled) and how many rows were cut.
+    """
+    if not stop:
+        return completion_ids, logprobs, 0
+    out_ids, out_lp, n_cut = [], [] if logprobs is not None else None, 0
+    for i, ids in enumerate(completion_ids):
+        ids = list(ids)
+        pos = _first_stop(decode(ids), stop)
+        if pos < 0:
+            out_ids.append(ids)
+            if out_lp is not None:
+                out_lp.append(list(logprobs[i]))
+            continue
+        k = _shortest_prefix_covering(ids, pos, decode)
+        if k and _first_stop(decode(ids[:k]), stop) >= 0:
+            k -= 1
+        out_ids.append(ids[:k] + [eos_token_id])
+        if out_lp is not None:
+            out_lp.append(list(logprobs[i][:k]) + [math.nan])
+        n_cut += 1
+    return out_ids, out_lp, n_cut
+
+
+def _shortest_prefix_covering(ids: list[int], pos: int, decode) -> int:
+    """The smallest k with ``len(decode(ids[:k])) >= pos``. vLLM stops right after the stop
+    string, so the boundary is usually a few tokens from the end: gallop back from the end,
+    then bisect (a handful of decodes instead of log2(4096) = 12 full ones)."""
+    hi, step = len(ids), 1
+    lo = max(0, hi - step)
+    while lo > 0 and len(decode(ids[:lo])) >= pos:
+        hi, step = lo, step * 2
+        lo = max(0, hi - step)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if len(decode(ids[:mid])) >= pos:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def trim_rollouts(trainer: Any, completion_ids: list, logprobs: list | None, stop: Sequence[str]):
+    """``trim_at_stop`` with the trainer's tokenizer and EOS; logs the trimmed fraction."""
+    if not stop or not completion_ids:
+        return completion_ids, logprobs
+    tok = trainer._tokenizer
+    ids, lps, n_cut = trim_at_stop(
+        completion_ids, logprobs, stop,
+        decode=lambda x: tok.decode(x, skip_special_tokens=True), eos_token_id=trainer.eos_token_ids[0],
+    )
+    mode = "train" if trainer.model.training else "eval"
+    trainer._metrics[mode][STOP_TRIMMED_METRIC].append(n_cut / len(ids))
+    return ids, lps
+
+
+def timed_weight_sync(trainer: Any) -> None:
+    """TRL's own "sync the weights to vLLM if the optimizer step changed", timed."""
+    if not trainer.use_vllm or trainer.state.global_step == trainer._last_loaded_step:
+        return
+    t0 = time.perf_counter()
+    trainer.vllm_generation.sync_weights()
+    trainer._last_loaded_step = trainer.state.global_step
+    trainer._metrics["train" if trainer.model.training else "eval"][WEIGHT_SYNC_METRIC].append(
+        time.perf_counter() - t0)
+
+
+def importance_sampling_altered_frac(scored: dict, mode: str, clip_max: float | None) -> float | None:
+    """Fraction of the correction's units whose ratio the mode changed: masked to 0 (``*_mask``)
+    or capped at ``clip_max`` (``*_truncate``). Units are completion tokens for the token
+    modes and rows for the sequence modes. None when the batch carries no ratio."""
+    ratio = scored.get("importance_sampling_ratio")
+    if ratio is None:
+        return None
+    if mode.startswith("sequence"):
+        values = ratio.reshape(-1)
+    else:
+        values = ratio[scored["completion_mask"].bool()]
+    if values.numel() == 0:
+        return 0.0
+    if mode.endswith("mask"):
+        altered = values == 0
+    else:
+        altered = values >= clip_max if clip_max is not None else values != values
+    return float(altered.float().mean())
+
+
+def record_importance_sampling(trainer: Any, scored: dict) -> None:
+    frac = importance_sampling_altered_frac(scored, trainer.vllm_importance_sampling_mode,
+                                            trainer.vllm_importance_sampling_clip_max)
+    if frac is not None:
+        trainer._metrics["train"][IS_ALTERED_METRIC].append(frac)

@@ -1,0 +1,46 @@
+"""What happens around TRL's generation call: importance-sampling bookkeeping and the timed
+vLLM weight sync (vLLM does not run on CPU: a stand-in records the sync calls)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from sagc.train.rollout import WEIGHT_SYNC_METRIC, importance_sampling_altered_frac, timed_weight_sync
+
+
+def test_altered_fraction_counts_masked_tokens_or_rows_and_truncated_tokens():
+    mask = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0]])
+    token_ratio = torch.tensor([[1.0, 0.0, 1.2, 0.0], [0.0, 0.9, 7.0, 7.0]])
+    scored = {"importance_sampling_ratio": token_ratio, "completion_mask": mask}
+    # token_mask: 2 of the 5 completion tokens were zeroed (padding ignored).
+    assert importance_sampling_altered_frac(scored, "token_mask", 3.0) == pytest.approx(2 / 5)
+    capped = {"importance_sampling_ratio": torch.tensor([[1.0, 3.0, 1.2, 0.0], [3.0, 0.9, 0.0, 0.0]]),
+              "completion_mask": mask}
+    assert importance_sampling_altered_frac(capped, "token_truncate", 3.0) == pytest.approx(2 / 5)
+    rows = {"importance_sampling_ratio": torch.tensor([[0.0], [1.1], [0.0], [0.7]]), "completion_mask": mask}
+    assert importance_sampling_altered_frac(rows, "sequence_mask", 3.0) == pytest.approx(0.5)
+    assert importance_sampling_altered_frac({"completion_mask": mask}, "token_mask", 3.0) is None
+
+
+def test_weight_sync_happens_once_per_update_and_is_timed():
+    calls = []
+    trainer = SimpleNamespace(
+        use_vllm=True, _last_loaded_step=-1, state=SimpleNamespace(global_step=0),
+        vllm_generation=SimpleNamespace(sync_weights=lambda: calls.append(1)),
+        model=SimpleNamespace(training=True), _metrics={"train": defaultdict(list), "eval": defaultdict(list)},
+    )
+    timed_weight_sync(trainer)
+    timed_weight_sync(trainer)  # a dynamic-sampling round in the same update: no second copy
+    assert len(calls) == 1 and trainer._last_loaded_step == 0  # TRL's own check now skips it
+    trainer.state.global_step = 2
+    timed_weight_sync(trainer)
+    assert len(calls) == 2 and len(trainer._metrics["train"][WEIGHT_SYNC_METRIC]) == 2
+    assert all(t >= 0 for t in trainer._metrics["train"][WEIGHT_SYNC_METRIC])
+    trainer.use_vllm = False
+    trainer.state.global_step = 3
+    timed_weight_sync(trainer)
+    assert len(calls) == 2
