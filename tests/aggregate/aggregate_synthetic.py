@@ -59,6 +59,7 @@ def history_rows(sizing: str, seed: int) -> list[dict]:
             metrics.LENGTH_RATIO: ratio,
             metrics.STRAGGLER_RATE: sum(spec["straggler"][:step]) / step,
             metrics.ROLLOUT_SECONDS: spec["rollout_s"],
+            metrics.WEIGHT_SYNC_SECONDS: 0.0,
             metrics.STEP_SECONDS: spec["step_s"],
             metrics.WALLCLOCK_SECONDS: wall,
             metrics.CPU_SECONDS: spec["step_s"] / 2,

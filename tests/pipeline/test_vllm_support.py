@@ -143,3 +143,10 @@ def test_the_pinned_vllm_lies_inside_the_window():
         pip = next(d["pip"] for d in yaml.safe_load((REPO / "envs" / f"{env}.yaml").read_text())["dependencies"]
                    if isinstance(d, dict))
         assert f"vllm=={pinned}" in pip, f"envs/{env}.yaml must carry the paper stack's vllm"
+
+
+def test_the_config_check_refuses_a_vllm_outside_the_window_before_any_job(fake_vllm):
+    fake_vllm("0.33.0")
+    with pytest.raises(ValueError, match=rf"paper.yaml uses vLLM.*{re.escape(WINDOW)}"):
+        load_config(REPO / "configs" / "paper.yaml")
+    load_config(REPO / "configs" / "default.yaml")  # no vLLM in the tiny world: not checked

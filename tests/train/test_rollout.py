@@ -33,8 +33,10 @@ def test_weight_sync_happens_once_per_update_and_is_timed():
         vllm_generation=SimpleNamespace(sync_weights=lambda: calls.append(1)),
         model=SimpleNamespace(training=True), _metrics={"train": defaultdict(list), "eval": defaultdict(list)},
     )
-    timed_weight_sync(trainer)
-    timed_weight_sync(trainer)  # a dynamic-sampling round in the same update: no second copy
+    first = timed_weight_sync(trainer)
+    # A dynamic-sampling round in the same update: no second copy, nothing to subtract.
+    assert timed_weight_sync(trainer) == 0.0
+    assert trainer._metrics["train"][WEIGHT_SYNC_METRIC] == [first]
     assert len(calls) == 1 and trainer._last_loaded_step == 0  # TRL's own check now skips it
     trainer.state.global_step = 2
     timed_weight_sync(trainer)

@@ -108,7 +108,17 @@ def prepare(config: dict[str, Any], source: str, schema_path: Path | str = SCHEM
     validate(config, str(schema_path), set_default=True)
     check_semantics(config, source)
     check_cells(config, source)
+    check_vllm(config, source)
     return config
+
+
+def check_vllm(config: dict[str, Any], source: str) -> None:
+    """A config that uses vLLM is refused before any job when the installed vLLM is outside
+    TRL's supported window (no-op where vLLM is not installed: dry runs on a laptop)."""
+    if config.get("device", {}).get("use_vllm") or config.get("evaluate", {}).get("backend") == "vllm":
+        from sagc.vllm_support import check_installed_vllm
+
+        check_installed_vllm(f"{source} uses vLLM")
 
 
 def check_explicit_device(config: dict[str, Any], source: str) -> None:

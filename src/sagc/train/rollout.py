@@ -110,15 +110,17 @@ def trim_rollouts(trainer: Any, completion_ids: list, logprobs: list | None, sto
     return ids, lps
 
 
-def timed_weight_sync(trainer: Any) -> None:
-    """TRL's own "sync the weights to vLLM if the optimizer step changed", timed."""
+def timed_weight_sync(trainer: Any) -> float:
+    """TRL's own "sync the weights to vLLM if the optimizer step changed", timed; returns
+    its seconds (0.0 when nothing was synced)."""
     if not trainer.use_vllm or trainer.state.global_step == trainer._last_loaded_step:
-        return
+        return 0.0
     t0 = time.perf_counter()
     trainer.vllm_generation.sync_weights()
     trainer._last_loaded_step = trainer.state.global_step
-    trainer._metrics["train" if trainer.model.training else "eval"][WEIGHT_SYNC_METRIC].append(
-        time.perf_counter() - t0)
+    seconds = time.perf_counter() - t0
+    trainer._metrics["train" if trainer.model.training else "eval"][WEIGHT_SYNC_METRIC].append(seconds)
+    return seconds
 
 
 def importance_sampling_altered_frac(scored: dict, mode: str, clip_max: float | None) -> float | None:

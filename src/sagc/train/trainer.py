@@ -150,6 +150,7 @@ class _StepInProgress:
     truncated: list = field(default_factory=list)
     rewards: list = field(default_factory=list)
     gen_seconds: float = 0.0
+    sync_seconds: float = 0.0
     calls: list = field(default_factory=list)
     train_padded_tokens: int = 0
     ds_rounds: int = 0
@@ -276,6 +277,7 @@ class SAGCGRPOTrainer(GRPOTrainer):
         self._current: _StepInProgress | None = None
         self._step_t0: float | None = None
         self._step_cpu0: float | None = None
+        self._sync_seconds = 0.0
         self._update_loss = 0.0
         self.add_callback(_StepBoundary(self))
         # One concise line per step (below) instead of TRL's per-update dict printing.
@@ -310,6 +312,7 @@ class SAGCGRPOTrainer(GRPOTrainer):
         return loss
 
     def _generate(self, prompts: list):
+        self._sync_seconds = 0.0  # set by _generate_single_turn when weights go to vLLM
         t0 = time.perf_counter()
         result = super()._generate(prompts)
         dt = time.perf_counter() - t0
@@ -325,7 +328,9 @@ class SAGCGRPOTrainer(GRPOTrainer):
             cur.length_groups.extend(lengths[i : i + g] for i in range(0, len(lengths), g))
             cur.truncated.extend(trunc)
             cur.calls.append(GenerateCall.of(result[0], completion_ids))
-            cur.gen_seconds += dt
+            # Rollout time is generation alone: the weight sync to vLLM is logged apart.
+            cur.gen_seconds += dt - self._sync_seconds
+            cur.sync_seconds += self._sync_seconds
         return result
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
@@ -347,7 +352,7 @@ class SAGCGRPOTrainer(GRPOTrainer):
 
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
         # Here, not in _generate: TRL decodes, scores and tests truncation inside _generate.
-        rollout.timed_weight_sync(self)
+        self._sync_seconds = rollout.timed_weight_sync(self)
         ids, logprobs = super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations,
                                                       has_tool_images)
         return rollout.trim_rollouts(self, ids, logprobs, self.sagc_args.stop)
@@ -476,6 +481,7 @@ class SAGCGRPOTrainer(GRPOTrainer):
             M.LENGTH_RATIO: rec.ratio,
             M.STRAGGLER_RATE: rec.straggler_rate,
             M.ROLLOUT_SECONDS: cur.gen_seconds,
+            M.WEIGHT_SYNC_SECONDS: cur.sync_seconds,
             M.STEP_SECONDS: step_s,
             M.WALLCLOCK_SECONDS: self.wallclock_s,
             M.CPU_SECONDS: cpu_s,
