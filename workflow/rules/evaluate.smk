@@ -45,7 +45,7 @@ rule evaluate_cell:
     conda:
         "../../envs/eval.yaml"
     shell:
-        "python -m sagc.evaluate run {params.args} --threads {threads} > {log} 2>&1"
+        "python -m sagc.evaluate run {params.args} --threads {threads} > {log:q} 2>&1"
 
 
 rule evaluate_base:
@@ -69,4 +69,4 @@ rule evaluate_base:
     conda:
         "../../envs/eval.yaml"
     shell:
-        "python -m sagc.evaluate run {params.args} --threads {threads} > {log} 2>&1"
+        "python -m sagc.evaluate run {params.args} --threads {threads} > {log:q} 2>&1"

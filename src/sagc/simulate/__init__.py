@@ -1,4 +1,4 @@
-"""Straggler simulator: what-ifs for group sizing on a laptop (issue 8).
+"""Straggler simulator: what-ifs for group sizing on a laptop.
 
 A synchronous-RL step-time model driven by completion lengths, either drawn from a
 parametric model (``ParametricLengths``) or replayed from a trainer's ``lengths.jsonl``
