@@ -118,7 +118,7 @@ def test_a_truncated_run_file_of_a_finished_cell_is_damage(world_copy, allow_par
         aggregate(parse_grid(grid, root=root), figures=False)
     message = str(err.value)
     assert message.startswith(str(path)) and "damaged W&B run file" in message
-    assert "cell tiny-a/grpo/g4/seed1" in message and "after 6 steps" in message
+    assert "cell tiny-a/grpo/g4/seed1" in message and "done.json, 6 steps" in message
     assert f"snakemake --cores all -R {root}/results/t/train/tiny-a/grpo/g4/seed1/done.json" in message
     assert "allow_partial" not in message and "unfinished run" in message  # "not an unfinished run"
 

@@ -148,10 +148,10 @@ def _check_not_damaged(cell: Cell, run: RunData) -> None:
     short = isinstance(steps, int) and logged < steps
     if not (run.tail_truncated or short):
         return
-    end = "ends inside a record" if run.tail_truncated else "ends early"
-    counted = f" after {steps} steps" if isinstance(steps, int) else ""
-    reason = (f"training finished ({done} says so{counted}) but its W&B run file {end}, "
-              f"its last logged step is {logged}: the file is damaged, not an unfinished run")
+    end = "ends inside a record" if run.tail_truncated else "ends"
+    counted = f", {steps} steps" if isinstance(steps, int) else ""
+    reason = (f"training finished ({done}{counted}) but this file {end} after step {logged}: "
+              "damage, not an unfinished run")
     raise DamagedRunError(run.sources[-1], cell.id, reason, rerun_command(cell))
 
 
