@@ -101,9 +101,9 @@ def aggregate_outputs():
 def cell_outputs():
     """Every cell's finished run and evaluation summary, and the base models' summaries.
 
-    Also targets of `rule all`: Snakemake does not remake a missing intermediate file
-    whose downstream outputs are up to date, so without this a deleted cell folder would
-    leave "Nothing to be done" and tables that still show the deleted cell."""
+    The default target `all` asks for them too: Snakemake does not remake a missing
+    intermediate file whose downstream outputs are up to date, so without this a deleted
+    cell folder would leave "Nothing to be done" and tables that still show it."""
     files = [f"{GRID.train_dir(c)}/done.json" for c in GRID.cells()]
     files += [f"{GRID.eval_dir(c)}/summary.json" for c in GRID.cells()]
     if EVAL.get("base_models", True):
