@@ -149,7 +149,7 @@ def test_straggler_rate_plot_marks_each_controllers_budget_delta(big):
     plt.close(fig)
 
 
-def test_one_shared_delta_is_one_black_line(big):
+def test_one_shared_delta_is_one_black_line():
     one = figure_collected(sizings=("g4", "g16", "sagc"))
     fig = _draw(straggler_rate_figure, one)
     dashed = [line for line in fig.axes[0].get_lines() if line.get_linestyle() == "--"]

@@ -2,10 +2,13 @@
 
 Sized for a two-column paper: single-panel figures are one column wide (3.4 in), faceted
 ones a full text width (7 in), 8 pt text. Each sizing has the same colour in every
-figure (``sagc.aggregate.palette``); in the posterior figure candidate G uses the colour
-of the fixed sizing of that G (``g4`` ... ``g16``). Only complete cells are drawn (the
-tables name the missing ones); a figure whose data are absent from the grid (e.g. no SAGC
-cell) is still written, with a line saying so, so that the pipeline's outputs always exist.
+figure (``sagc.aggregate.palette``, computed over every sizing of the grid); in the
+posterior figure candidate G uses the colour of the fixed sizing of that G (``g4`` ...
+``g16``). Every figure takes any number of seeds and of sizings (fixed G and SAGC
+variants): seeds are shown as dots, thin lines or bands, never as one colour per seed.
+Only complete cells are drawn (the tables name the missing ones); a figure whose data are
+absent from the grid (e.g. no SAGC cell) is still written, with a line saying so, so that
+the pipeline's outputs always exist.
 
 Files (in ``figures_dir``): ``straggler_rate``, ``sagc_group_size``, ``sagc_posterior``,
 ``reward_vs_time``, ``length_ratio``, ``accuracy_vs_length``, each ``.png`` and ``.pdf``.
