@@ -17,7 +17,7 @@ SUFFIXES = {".py", ".smk", ".md", ".yaml", ".yml", ".toml", ".rst", ".txt", ".js
 #: folder of the checkout, an absolute path of the machine the code was written on, or the
 #: notes that folder held. (Built from pieces so that this file does not match itself.)
 FORBIDDEN = re.compile("|".join([
-    r"\b[Ii]ssues? ?#?\d+", r"(?<![\w&/])#\d+\b", r"\.\./" + "shared", "/" + r"work/",
+    r"\b[Ii]ssues? ?#?\d+", r"(?<![\w&/\"'])#\d{1,4}\b", r"\.\./" + "shared", "/" + r"work/",
     "field" + r"[- ]notes",
 ]))
 
