@@ -66,6 +66,7 @@ class Run:
     work: Path
     config: Path
     checkout: Path
+    output: str = ""  # what the first run printed
 
     def snakemake(self, *args, timeout=1500):
         return snakemake(self.checkout, self.work, *args, timeout=timeout)
@@ -85,6 +86,7 @@ def ci_run(tmp_path_factory, checkout):
     if rc != 0:
         logs = "\n".join(f"--- {p}\n{p.read_text()[-3000:]}" for p in sorted((work / "results").rglob("*.log")))
         pytest.fail(f"pipeline failed:\n{out[-6000:]}\n{logs}")
+    run.output = out
     return run
 
 
@@ -114,6 +116,21 @@ def test_pipeline_writes_tables_and_figures(ci_run):
         assert set(summary["tasks"]) == {"tiny_arith", "tiny_arith_heldout"}
     fixed = json.loads((work / "results/ci/train/tiny-llama/grpo/g4/seed0/done.json").read_text())
     assert set(fixed["group_sizes"]) == {4}
+
+
+@pytest.mark.slow
+def test_each_finished_training_cell_prints_one_line(ci_run):
+    """Among Snakemake's job blocks, one line per trained cell says how it went and where
+    its per-step log is."""
+    for sizing in ("g4", "sagc"):
+        cell = f"tiny-llama/grpo/{sizing}/seed0"
+        lines = [line for line in ci_run.output.splitlines() if line.startswith(f"trained {cell}:")]
+        assert len(lines) == 1, ci_run.output[-3000:]
+        assert re.fullmatch(
+            rf"trained {cell}: 4 steps, straggler rate \d+%, mean G [\d.]+, training [\d.]+ s, job \d+ s "
+            rf"\(per-step log: results/ci/logs/train/{cell}\.log\)", lines[0]), lines[0]
+        log = ci_run.work / f"results/ci/logs/train/{cell}.log"
+        assert re.search(r"step 4/4 G=\d+", log.read_text()), "the per-step progress is in the job's log"
 
 
 @pytest.mark.slow
