@@ -10,11 +10,7 @@ if WORLD == "hub":
             f"{ROOT}/data/benchmarks/staged.json",
         params:
             out=lambda wc, output: os.path.dirname(output[0]),
-            source=lambda wc: (
-                f"--source-dir {config['hub']['benchmark_source']}"
-                if config["hub"].get("benchmark_source")
-                else ""
-            ),
+            source=lambda wc: cli_flags({"source_dir": config["hub"].get("benchmark_source")}),
         log:
             f"{ROOT}/logs/stage_benchmarks.log",
         conda:
