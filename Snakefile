@@ -45,3 +45,4 @@ rule all:
         aggregate_outputs(),
         simulate_outputs(),
         world_reports(),
+        cell_outputs(),

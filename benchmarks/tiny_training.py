@@ -4,12 +4,18 @@ rollout share of the step time and its padding efficiency, and checks that repla
 G=16 run's ``lengths.jsonl`` through the simulator reproduces its straggler flags.
 
     OMP_NUM_THREADS=1 python benchmarks/tiny_training.py --cell CELL.json [--steps 8] \\
-        [--out /tmp/sagc-bench]
+        [--out results/benchmarks/tiny_training]
 
 ``CELL.json`` is any tiny-world training cell the pipeline wrote (``python -m sagc.train
 --config CELL.json`` accepts it: model, data and tokenizer paths already built); the
 benchmark copies it twice, changing only the sizing, the step count and the output
 folders. The two runs go through the trainer's CLI one after the other, on the same seed.
+
+Every invocation starts clean: the trainer reuses a finished cell's ``done.json``, so
+numbers from an old output folder would be read back as if just measured. The output
+folder (by default ``results/benchmarks/tiny_training`` in the repository, which git
+ignores) is emptied first if an earlier run of this benchmark made it, and refused if it
+holds anything else; each run must then report that it trained every step from scratch.
 """
 
 from __future__ import annotations
@@ -24,6 +30,33 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_OUT = REPO / "results" / "benchmarks" / "tiny_training"
+#: Written into the output folder: only a folder holding it is emptied on the next run.
+MARKER = ".sagc-benchmark-tiny-training"
+
+
+def prepare_out(out: Path) -> Path:
+    """An empty output folder for this run (see the module docstring)."""
+    import shutil
+
+    if out.exists() and any(out.iterdir()):
+        if not (out / MARKER).is_file():
+            raise SystemExit(f"error: --out {out} is not empty and was not made by this benchmark; "
+                             "pass an empty or new folder")
+        shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / MARKER).write_text("made by benchmarks/tiny_training.py; emptied on its next run\n")
+    return out
+
+
+def _check_fresh(run_dir: Path, steps: int) -> None:
+    """The run trained ``steps`` steps just now (not a reused or resumed result)."""
+    done = json.loads((run_dir / "done.json").read_text())
+    if done.get("resumed_from") is not None or done.get("steps") != steps:
+        raise SystemExit(f"error: {run_dir} did not train {steps} steps from scratch "
+                         f"(steps {done.get('steps')}, resumed_from {done.get('resumed_from')})")
 
 
 def _cell(base: dict, sizing: str, steps: int, out: Path) -> dict:
@@ -63,11 +96,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cell", required=True, help="a tiny-world training cell (JSON)")
     ap.add_argument("--steps", type=int, default=8)
-    ap.add_argument("--out", default="/tmp/sagc-bench")
+    ap.add_argument("--out", default=str(DEFAULT_OUT),
+                    help="output folder, emptied first if this benchmark made it (default: %(default)s)")
     args = ap.parse_args()
     base = json.loads(Path(args.cell).read_text())
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = prepare_out(Path(args.out))
     env = {**os.environ, "WANDB_MODE": "offline", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
            "WANDB_X_DISABLE_STATS": "true", "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
 
@@ -78,6 +111,7 @@ def main() -> None:
         t0 = time.perf_counter()
         subprocess.run([sys.executable, "-m", "sagc.train", "--config", str(cfg_path)], check=True, env=env)
         wall[sizing] = time.perf_counter() - t0
+        _check_fresh(out / sizing, args.steps)
         print(f"{sizing}: {args.steps} steps in {wall[sizing]:.1f} s (process wall-clock)")
 
     print(f"wall-clock ratio g16 / sagc: {wall['g16'] / wall['sagc']:.2f}")

@@ -107,3 +107,129 @@ def test_time_unit_reaches_tables(world_copy, unit):
     expected = {"s": "126.00 ± 8.49", "h": "0.04 ± 0.00"}[unit]  # g16: 120 s and 132 s
     g16 = next(line for line in md.splitlines() if "| g16 |" in line)
     assert f"| {expected} |" in g16
+
+
+# ---------------------------------------------------------------- figures for publication
+# On a grid of 2 models x 2 algorithms x {g4, g8, g16, sagc, sagc-fast} x 3 seeds
+# (tests/aggregate/figure_grid.py): what the paper grid is about to become.
+
+import colorsys  # noqa: E402
+
+import numpy as np  # noqa: E402
+from matplotlib.collections import PolyCollection  # noqa: E402
+from matplotlib.container import ErrorbarContainer  # noqa: E402
+
+from sagc.aggregate.figures import accuracy_vs_length_figure, group_size_figure  # noqa: E402
+from tests.aggregate.figure_grid import DELTA, SIZINGS, figure_collected  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def big():
+    return figure_collected()
+
+
+def _draw(draw, collected):
+    with sns.axes_style("whitegrid"), plt.rc_context(_RC):
+        fig = draw(collected)
+        fig.canvas.draw()
+    return fig
+
+
+def _legend_labels(fig) -> list[str]:
+    return [t.get_text() for legend in fig.legends for t in legend.get_texts()]
+
+
+def test_straggler_rate_plot_marks_each_controllers_budget_delta(big):
+    fig = _draw(straggler_rate_figure, big)
+    ax = fig.axes[0]
+    dashed = {round(line.get_ydata()[0], 6): to_hex(line.get_color()) for line in ax.get_lines()
+              if line.get_linestyle() == "--"}
+    pal = palette(SIZINGS)
+    assert dashed == {DELTA["sagc"] * 100: pal["sagc"], DELTA["sagc-fast"] * 100: pal["sagc-fast"]}
+    assert {"δ = 0.3 (sagc)", "δ = 0.5 (sagc-fast)"} <= set(_legend_labels(fig))
+    plt.close(fig)
+
+
+def test_one_shared_delta_is_one_black_line():
+    one = figure_collected(sizings=("g4", "g16", "sagc"))
+    fig = _draw(straggler_rate_figure, one)
+    dashed = [line for line in fig.axes[0].get_lines() if line.get_linestyle() == "--"]
+    assert len(dashed) == 1 and dashed[0].get_ydata()[0] == 30.0 and to_hex(dashed[0].get_color()) == "#000000"
+    assert "δ = 0.3" in _legend_labels(fig)
+    plt.close(fig)
+
+
+def test_group_size_is_on_a_log2_axis_shared_by_every_panel(big):
+    fig = _draw(group_size_figure, big)
+    g_row = [ax for ax in fig.axes if ax.get_title()]  # the top row carries the panel titles
+    assert len(g_row) == 4
+    for ax in g_row:
+        assert ax.get_yscale() == "log" and ax.yaxis.get_transform().base == 2
+        assert ax.get_ylim() == g_row[0].get_ylim()
+        assert list(ax.get_yticks()) == [4, 8, 16]
+    assert [t.get_text() for t in g_row[0].get_yticklabels()] == ["4", "8", "16"]
+    y4, y8, y16 = (g_row[0].transData.transform((0, g))[1] for g in (4, 8, 16))
+    assert y8 - y4 == pytest.approx(y16 - y8, rel=1e-6)
+    plt.close(fig)
+
+
+@pytest.mark.parametrize("seeds, bands", [((0, 1, 2), True), ((0,), False)])
+def test_reward_vs_time_is_smoothed_with_bands_over_seeds(seeds, bands):
+    collected = figure_collected(seeds=seeds)
+    fig = _draw(reward_vs_time_figure, collected)
+    ax = fig.axes[0]
+    fills = [c for c in ax.collections if isinstance(c, PolyCollection)]
+    assert len(fills) == (len(SIZINGS) if bands else 0)
+    assert len(ax.get_lines()) == len(SIZINGS)  # one curve per sizing, not one per seed
+    assert "step mean" in ax.get_ylabel()
+    plt.close(fig)
+
+
+def _hue(colour: str) -> float:
+    r, g, b = (int(colour[i : i + 2], 16) / 255 for i in (1, 3, 5))
+    return colorsys.rgb_to_hsv(r, g, b)[0] * 360
+
+
+def test_fixed_sizes_and_the_controller_differ_in_hue_not_just_shade():
+    names = ["g2", "g4", "g8", "g16", "g32", "sagc"]
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            d = abs(_hue(KNOWN[a]) - _hue(KNOWN[b]))
+            assert min(d, 360 - d) >= 30, (a, b, KNOWN[a], KNOWN[b])
+
+
+def test_every_sizing_of_a_grid_gets_its_own_colour():
+    names = ["g4", "g8", "g16", "g32", "sagc"] + [f"sagc-v{i}" for i in range(7)]
+    pal = palette(names)
+    assert len(set(pal.values())) == len(names)
+    assert palette(["sagc-fast", "g4"])["sagc-fast"] == sizing_colour("sagc-fast")
+
+
+def test_accuracy_vs_length_has_error_bars_and_no_point_hidden_under_another(big):
+    fig = _draw(accuracy_vs_length_figure, big)
+    panels = [ax for ax in fig.axes if ax.get_title()]
+    assert len(panels) == 4
+    for ax in panels:
+        bars = [c for c in ax.containers if isinstance(c, ErrorbarContainer)]
+        # 5 sizings + base, 2 tasks each
+        assert len(bars) == 12, ax.get_title()
+        assert all(c.has_yerr for c in bars)
+        centres = np.array([c.lines[0].get_transform().transform(c.lines[0].get_xydata())[0] for c in bars])
+        pts = centres * 72.0 / fig.dpi
+        gaps = [np.hypot(*(pts[i] - pts[j])) for i in range(len(pts)) for j in range(i + 1, len(pts))]
+        assert min(gaps) >= 4.0, f"{ax.get_title()}: two points within {min(gaps):.1f} pt"
+    plt.close(fig)
+
+
+@pytest.mark.parametrize("seeds", [(0,), (0, 1, 2, 3)])
+def test_every_figure_takes_any_number_of_seeds_and_controller_variants(seeds):
+    sizings = ("g4", "g16", "sagc", "sagc-fast", "sagc-tight", "sagc-wide")
+    collected = figure_collected(seeds=seeds, sizings=sizings)
+    for name, draw in FIGURES.items():
+        fig = _draw(draw, collected)
+        labels = _legend_labels(fig)
+        shown = [s for s in sizings if s in labels]
+        expected = [s for s in sizings if name not in ("sagc_group_size",) or not s.startswith("g")]
+        if name != "sagc_posterior":  # the posterior figure's legend is the candidate G
+            assert shown == expected, name
+        plt.close(fig)

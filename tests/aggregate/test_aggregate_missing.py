@@ -10,7 +10,7 @@ import pytest
 
 from sagc.aggregate.__main__ import main
 from sagc.aggregate.api import aggregate
-from sagc.aggregate.errors import CorruptRunFileError, MissingCellsError
+from sagc.aggregate.errors import CorruptRunFileError, DamagedRunError, MissingCellsError
 from sagc.aggregate.grid import load_grid, parse_grid
 from sagc.aggregate.reader import find_run_files
 
@@ -98,6 +98,39 @@ def test_corrupt_run_file_raises_naming_it_even_when_partial(world_copy):
     with pytest.raises(CorruptRunFileError) as err:
         aggregate(parse_grid(grid, root=root), figures=False)
     assert str(err.value).startswith(str(path))
+
+
+def _cut_run_file(root, cell_id: str):
+    path = find_run_files(root / "results/t/train" / cell_id)[0]
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])  # ends mid-record, steps lost
+    return path
+
+
+@pytest.mark.parametrize("allow_partial", [False, True])
+def test_a_truncated_run_file_of_a_finished_cell_is_damage(world_copy, allow_partial):
+    """done.json says the cell finished; its run file ending mid-way is damage (named, with
+    the command that trains the cell again), not an unfinished run to allow_partial away."""
+    root, grid = world_copy
+    grid["allow_partial"] = allow_partial
+    path = _cut_run_file(root, "tiny-a/grpo/g4/seed1")
+    with pytest.raises(DamagedRunError) as err:
+        aggregate(parse_grid(grid, root=root), figures=False)
+    message = str(err.value)
+    assert message.startswith(str(path)) and "damaged W&B run file" in message
+    assert "cell tiny-a/grpo/g4/seed1" in message and "done.json, 6 steps" in message
+    assert f"snakemake --cores all -R {root}/results/t/train/tiny-a/grpo/g4/seed1/done.json" in message
+    assert "allow_partial" not in message and "unfinished run" in message  # "not an unfinished run"
+
+
+def test_a_truncated_run_file_without_done_json_is_an_unfinished_run(world_copy):
+    """A killed run (no done.json) is missing, as before: its file may end mid-record."""
+    root, grid = world_copy
+    _cut_run_file(root, "tiny-a/grpo/g4/seed1")
+    (root / "results/t/train/tiny-a/grpo/g4/seed1/done.json").unlink()
+    with pytest.raises(MissingCellsError) as err:
+        aggregate(parse_grid(grid, root=root), figures=False)
+    assert any("training unfinished" in why for why in err.value.missing["tiny-a/grpo/g4/seed1"])
 
 
 def test_bad_eval_summary_names_file_and_key(world_copy):

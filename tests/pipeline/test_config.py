@@ -96,3 +96,19 @@ def test_fixed_cells_only_see_the_measurement_keys():
     fixed, sagc = Cell("tiny-qwen2", "grpo", "g16", 0), Cell("tiny-qwen2", "grpo", "sagc", 0)
     assert train_cell_config(config, grid, fixed) == train_cell_config(tuned, grid, fixed)
     assert train_cell_config(config, grid, sagc) != train_cell_config(tuned, grid, sagc)
+
+
+@pytest.mark.parametrize("name", ["..", ".", ".hidden", "../elsewhere", "a/b", "a b", "-x", ""])
+def test_a_name_that_is_not_a_plain_identifier_is_rejected(name):
+    """The name becomes results/<name>/ and paper_figures/<name>/: '..' would write the
+    results outside results/ and the figures into the repository root."""
+    config = raw()
+    config["name"] = name
+    with pytest.raises(ConfigError) as err:
+        prepare(config, "configs/bad.yaml")
+    assert "config key 'name'" in str(err.value)
+
+
+def test_the_grid_itself_refuses_a_path_as_name():
+    with pytest.raises(ValueError, match="config key 'name': '..' is not a plain name"):
+        Grid("..", ("m",), ("grpo",), ("g4",), (0,))

@@ -40,3 +40,13 @@ def test_cli_flags_are_stable_under_key_order():
     a = cli_flags({"n_train": 400, "fast": True, "skip": False, "sizes": [2, 8], "none": None})
     b = cli_flags({"sizes": [2, 8], "none": None, "skip": False, "fast": True, "n_train": 400})
     assert a == b == "--fast --n-train 400 --sizes 2 8"
+
+
+def test_cli_flags_quote_values_for_the_shell():
+    import shlex
+
+    from sagc.pipeline.cells import cli_flags
+
+    flags = cli_flags({"model": "results/my run/base", "tasks": "a,b", "sizes": ["x y", 8]})
+    assert shlex.split(flags) == ["--model", "results/my run/base", "--sizes", "x y", "8", "--tasks", "a,b"]
+    assert cli_flags({"n_train": 400}) == "--n-train 400"  # plain values unchanged: no params change

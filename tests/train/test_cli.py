@@ -168,3 +168,27 @@ def test_a_changed_config_does_not_resume_another_configs_checkpoints(make_cell,
     changed = run_cell(TrainConfig.from_dict(make_cell(tmp_path / "cell", steps=4, save_steps=2)))
     assert changed["resumed_from"] is None and changed["steps"] == 4
     assert changed["config_fingerprint"] != first["config_fingerprint"]
+
+
+def test_a_forced_rerun_of_a_finished_cell_trains_from_scratch(make_cell, tmp_path):
+    """``snakemake -f .../done.json`` deletes the cell's done.json and final/ and runs the
+    job again. The finished run's last checkpoint is still there; resuming from it would
+    train zero steps and hand back the old numbers. The rerun must train every step again."""
+    import shutil
+
+    from sagc.train.run import run_cell
+
+    cfg = TrainConfig.from_dict(make_cell(tmp_path / "cell", sizing="g4", steps=2, save_steps=2))
+    first = run_cell(cfg)
+    cell = tmp_path / "cell"
+    assert (cell / "checkpoints" / "checkpoint-2").is_dir()  # the finished run's last step
+    (cell / "done.json").unlink()  # what snakemake -f removes before rerunning the job
+    shutil.rmtree(cell / "final")
+
+    again = run_cell(cfg)
+    assert again["resumed_from"] is None
+    assert again["steps"] == 2 and again["wallclock_s"] != first["wallclock_s"]
+    assert (cell / "final" / "config.json").is_file()
+    files = run_files(cell)
+    assert len(files) == 1, "the finished run's W&B file belongs to the discarded run"
+    assert [r[M.STEP] for r in read_offline_history(files[0])] == [1, 2]

@@ -14,7 +14,7 @@ from sagc.train.presets import grpo_config_kwargs, resolve_algorithm, step_shape
 
 @pytest.fixture
 def cell(tmp_path):
-    """The pipeline's exact shape (issue 4's contract), pointing at a fake model folder."""
+    """The pipeline's exact shape (the cell contract of sagc.train.config), pointing at a fake model folder."""
     model = tmp_path / "model"
     model.mkdir()
     (model / "config.json").write_text("{}")

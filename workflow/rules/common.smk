@@ -99,14 +99,24 @@ def aggregate_outputs():
     return table_outputs(GRID.tables_dir) + figure_outputs(GRID.figures_dir)
 
 
-def aggregate_inputs():
-    """Every cell's finished run and evaluation summary. With `aggregate.allow_partial`
-    only the ones present now: `snakemake aggregate` then tabulates what exists and marks
-    the rest as missing (after a `--keep-going` run in which some cells failed)."""
+def cell_outputs():
+    """Every cell's finished run and evaluation summary, and the base models' summaries.
+
+    The default target `all` asks for them too: Snakemake does not remake a missing
+    intermediate file whose downstream outputs are up to date, so without this a deleted
+    cell folder would leave "Nothing to be done" and tables that still show it."""
     files = [f"{GRID.train_dir(c)}/done.json" for c in GRID.cells()]
     files += [f"{GRID.eval_dir(c)}/summary.json" for c in GRID.cells()]
     if EVAL.get("base_models", True):
         files += [f"{GRID.base_eval_dir(m)}/summary.json" for m in GRID.models]
+    return files
+
+
+def aggregate_inputs():
+    """`cell_outputs()`. With `aggregate.allow_partial` only the ones present now:
+    `snakemake aggregate` then tabulates what exists and marks the rest as missing (after
+    a `--keep-going` run in which some cells failed)."""
+    files = cell_outputs()
     if config["aggregate"].get("allow_partial", False):
         return [f for f in files if os.path.exists(f)]
     return files

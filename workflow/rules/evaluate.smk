@@ -13,11 +13,7 @@ if WORLD == "hub":
             f"{ROOT}/data/benchmarks/staged.json",
         params:
             out=lambda wc, output: os.path.dirname(output[0]),
-            source=lambda wc: (
-                f"--source-dir {config['hub']['benchmark_source']}"
-                if config["hub"].get("benchmark_source")
-                else ""
-            ),
+            source=lambda wc: cli_flags({"source_dir": config["hub"].get("benchmark_source")}),
         log:
             f"{ROOT}/logs/stage_benchmarks.log",
         conda:
@@ -48,7 +44,7 @@ rule evaluate_cell:
     conda:
         "../../envs/eval.yaml"
     shell:
-        "python -m sagc.evaluate run {params.args} --threads {threads} > {log} 2>&1"
+        "python -m sagc.evaluate run {params.args} --threads {threads} > {log:q} 2>&1"
 
 
 rule evaluate_base:
@@ -72,4 +68,4 @@ rule evaluate_base:
     conda:
         "../../envs/eval.yaml"
     shell:
-        "python -m sagc.evaluate run {params.args} --threads {threads} > {log} 2>&1"
+        "python -m sagc.evaluate run {params.args} --threads {threads} > {log:q} 2>&1"

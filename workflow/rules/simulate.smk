@@ -29,5 +29,5 @@ rule simulate:
     conda:
         "../../envs/analysis.yaml"
     shell:
-        "python -m sagc.simulate run --config {input} --out-table {params.tables}"
-        " --out-figures {params.figures} > {log} 2>&1"
+        "python -m sagc.simulate run --config {input:q} --out-table {params.tables:q}"
+        " --out-figures {params.figures:q} > {log:q} 2>&1"

@@ -18,7 +18,7 @@ if WORLD == "tiny":
         conda:
             "../../envs/train.yaml"
         shell:
-            "python -m sagc.tiny data --out {params.out} {params.flags} > {log} 2>&1"
+            "python -m sagc.tiny data --out {params.out:q} {params.flags} > {log:q} 2>&1"
 
     rule tiny_tokenizer:
         """A byte-level BPE tokenizer trained offline on the task text (eos/pad, ChatML)."""
@@ -33,7 +33,7 @@ if WORLD == "tiny":
         conda:
             "../../envs/train.yaml"
         shell:
-            "python -m sagc.tiny tokenizer --data {params.data} --out {output} > {log} 2>&1"
+            "python -m sagc.tiny tokenizer --data {params.data:q} --out {output:q} > {log:q} 2>&1"
 
     rule tiny_base_model:
         """A tiny model of the paper model's architecture class, warm-started (SFT) on the
@@ -57,10 +57,10 @@ if WORLD == "tiny":
         conda:
             "../../envs/train.yaml"
         shell:
-            "python -m sagc.tiny base-model --arch {params.arch} --data {params.data}"
-            " --tokenizer {input.tokenizer} --out {output.model} --seed {params.seed}"
-            " --threads {threads} {params.flags} > {log} 2>&1"
-            " && cp {output.model}/build.json {output.info}"
+            "python -m sagc.tiny base-model --arch {params.arch:q} --data {params.data:q}"
+            " --tokenizer {input.tokenizer:q} --out {output.model:q} --seed {params.seed}"
+            " --threads {threads} {params.flags} > {log:q} 2>&1"
+            " && cp {output.model:q}/build.json {output.info:q}"
 
     rule tiny_stragglers:
         """How often a step straggles at each fixed G under the base model (the phenomenon
@@ -82,10 +82,10 @@ if WORLD == "tiny":
         conda:
             "../../envs/train.yaml"
         shell:
-            "python -m sagc.tiny measure --model {input.model} --data {params.data}"
-            " --tau {params.tau} --prompts-per-step {params.prompts} --out {output}"
+            "python -m sagc.tiny measure --model {input.model:q} --data {params.data:q}"
+            " --tau {params.tau} --prompts-per-step {params.prompts} --out {output:q}"
             " --max-completion-length {params.max_len} --temperature {params.temperature}"
-            " {params.flags} > {log} 2>&1"
+            " {params.flags} > {log:q} 2>&1"
 
 else:
 

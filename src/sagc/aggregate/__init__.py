@@ -1,4 +1,4 @@
-"""Aggregation (issue 7): from the cells' W&B runs and evaluation summaries to the paper's
+"""Aggregation: from the cells' W&B runs and evaluation summaries to the paper's
 tables (``results/<name>/tables/``) and figures (``paper_figures/<name>/``).
 
 Modules: ``runlog`` (wandb 0.31 run-file records), ``reader`` (offline / online run
@@ -18,7 +18,7 @@ import importlib
 _EXPORTS = {
     "AggregateResult": "api", "aggregate": "api",
     "Collected": "collect", "collect": "collect", "read_eval_summary": "collect",
-    "CorruptRunFileError": "errors", "MissingCellsError": "errors",
+    "CorruptRunFileError": "errors", "DamagedRunError": "errors", "MissingCellsError": "errors",
     "OnlineSourceError": "errors", "RunNotFoundError": "errors",
     "Grid": "grid", "load_grid": "grid", "parse_grid": "grid",
     "OfflineReader": "reader", "OnlineReader": "reader", "RunData": "reader",

@@ -21,18 +21,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-figures", action="store_true", help="write the tables only")
     args = parser.parse_args(argv)
 
-    # matplotlib writes a font cache to ~/.config/matplotlib otherwise (see field notes).
+    # matplotlib writes a font cache to ~/.config/matplotlib otherwise (see docs/library-notes.md).
     os.environ.setdefault("MPLCONFIGDIR", tempfile.mkdtemp(prefix="sagc-mpl-"))
 
     from sagc.aggregate.api import aggregate
-    from sagc.aggregate.errors import MissingCellsError
+    from sagc.aggregate.errors import CorruptRunFileError, MissingCellsError
     from sagc.aggregate.grid import load_grid
 
     grid = load_grid(args.grid, root=args.root)
     try:
         result = aggregate(grid, allow_partial=True if args.allow_partial else None,
                            figures=not args.no_figures)  # fmt: skip
-    except MissingCellsError as exc:
+    except (MissingCellsError, CorruptRunFileError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     for path in result.tables + result.figures:

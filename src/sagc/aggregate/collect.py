@@ -8,7 +8,11 @@ exists. Anything else is recorded per cell, in words, in ``CellResult.missing``.
 
 Missing is not corrupt: a run file that does not parse, an evaluation summary that is not
 the documented JSON, or a run filed under the wrong cell raise at once (naming the file),
-whatever ``allow_partial`` says. ``collect`` itself never fails on missing cells; the
+whatever ``allow_partial`` says. So does a damaged run: offline, a cell whose
+``done.json`` says training finished, but whose latest run file ends inside a record or
+logged fewer steps than ``done.json`` counts, lost the end of a finished run (a killed
+run has no ``done.json``); ``DamagedRunError`` names the file, the cell and the command
+that trains the cell again. ``collect`` itself never fails on missing cells; the
 caller (``sagc.aggregate.api.aggregate``) decides between ``MissingCellsError`` and
 tables that mark the cells as missing.
 """
@@ -20,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sagc import metrics
-from sagc.aggregate.errors import RunNotFoundError
+from sagc.aggregate.errors import DamagedRunError, RunNotFoundError
 from sagc.aggregate.grid import BaseModel, Cell, Grid
 from sagc.aggregate.reader import OfflineReader, RunData, RunReader, make_reader
 from sagc.aggregate.stats import cell_stats, missing_metrics
@@ -103,6 +107,8 @@ def _collect_cell(cell: Cell, reader: RunReader, grid: Grid) -> CellResult:
         if isinstance(reader, OfflineReader):
             if not (Path(cell.train_dir) / DONE_FILE).is_file():
                 result.missing.append(f"training unfinished: no {DONE_FILE} in {cell.train_dir}")
+            else:
+                _check_not_damaged(cell, run)
         elif not run.finished:
             result.missing.append("training unfinished: the W&B run is not in state 'finished'")
         if run.history.empty:
@@ -123,6 +129,30 @@ def _collect_cell(cell: Cell, reader: RunReader, grid: Grid) -> CellResult:
     else:
         result.missing.append(f"evaluation summary not found: {cell.eval_summary}")
     return result
+
+
+def rerun_command(cell: Cell) -> str:
+    """The command that trains ``cell`` again from scratch, then its evaluation and the
+    tables (README, "Rerunning")."""
+    return f"snakemake --cores all -R {Path(cell.train_dir) / DONE_FILE} (with the run's --configfile)"
+
+
+def _check_not_damaged(cell: Cell, run: RunData) -> None:
+    """Raise ``DamagedRunError`` when the run file of a finished cell lost its end."""
+    done = Path(cell.train_dir) / DONE_FILE
+    try:
+        steps = json.loads(done.read_text()).get("steps")
+    except (OSError, json.JSONDecodeError, AttributeError):
+        steps = None  # done.json's own shape is the trainer's business; the count is a bonus
+    logged = int(run.history[metrics.STEP].max()) if not run.history.empty else 0
+    short = isinstance(steps, int) and logged < steps
+    if not (run.tail_truncated or short):
+        return
+    end = "ends inside a record" if run.tail_truncated else "ends"
+    counted = f", {steps} steps" if isinstance(steps, int) else ""
+    reason = (f"training finished ({done}{counted}) but this file {end} after step {logged}: "
+              "damage, not an unfinished run")
+    raise DamagedRunError(run.sources[-1], cell.id, reason, rerun_command(cell))
 
 
 def collect(grid: Grid, reader: RunReader | None = None) -> Collected:

@@ -8,10 +8,24 @@ from pathlib import Path
 class CorruptRunFileError(ValueError):
     """A W&B run file that cannot be parsed; the message starts with the file's path."""
 
+    kind = "corrupt"
+
     def __init__(self, path: str | Path, reason: str):
         self.path = Path(path)
         self.reason = reason
-        super().__init__(f"{self.path}: corrupt W&B run file: {reason}")
+        super().__init__(f"{self.path}: {self.kind} W&B run file: {reason}")
+
+
+class DamagedRunError(CorruptRunFileError):
+    """The W&B run file of a cell that finished training lost its end: damage (a disk,
+    copy or sync problem), not an unfinished run. The message names the file, the cell
+    and the command that trains the cell again."""
+
+    kind = "damaged"
+
+    def __init__(self, path: str | Path, cell_id: str, reason: str, rerun: str):
+        self.cell_id = cell_id
+        super().__init__(path, f"cell {cell_id}: {reason}. Recover by training the cell again: {rerun}")
 
 
 class MissingCellsError(RuntimeError):

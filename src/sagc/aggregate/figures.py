@@ -2,10 +2,13 @@
 
 Sized for a two-column paper: single-panel figures are one column wide (3.4 in), faceted
 ones a full text width (7 in), 8 pt text. Each sizing has the same colour in every
-figure (``sagc.aggregate.palette``); in the posterior figure candidate G uses the colour
-of the fixed sizing of that G (``g4`` ... ``g16``). Only complete cells are drawn (the
-tables name the missing ones); a figure whose data are absent from the grid (e.g. no SAGC
-cell) is still written, with a line saying so, so that the pipeline's outputs always exist.
+figure (``sagc.aggregate.palette``, computed over every sizing of the grid); in the
+posterior figure candidate G uses the colour of the fixed sizing of that G (``g4`` ...
+``g16``). Every figure takes any number of seeds and of sizings (fixed G and SAGC
+variants): seeds are shown as dots, thin lines or bands, never as one colour per seed.
+Only complete cells are drawn (the tables name the missing ones); a figure whose data are
+absent from the grid (e.g. no SAGC cell) is still written, with a line saying so, so that
+the pipeline's outputs always exist.
 
 Files (in ``figures_dir``): ``straggler_rate``, ``sagc_group_size``, ``sagc_posterior``,
 ``reward_vs_time``, ``length_ratio``, ``accuracy_vs_length``, each ``.png`` and ``.pdf``.
@@ -25,6 +28,9 @@ matplotlib.use("Agg")  # no display on compute nodes; must precede pyplot
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
+from matplotlib.ticker import NullLocator  # noqa: E402
+from matplotlib.transforms import ScaledTranslation  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
@@ -32,7 +38,7 @@ from sagc import metrics  # noqa: E402
 from sagc.aggregate.collect import Collected  # noqa: E402
 from sagc.aggregate.grid import TIME_UNITS  # noqa: E402
 from sagc.aggregate.outputs import FIGURE_NAMES  # noqa: E402
-from sagc.aggregate.palette import BASE_COLOUR, palette, sizing_colour  # noqa: E402
+from sagc.aggregate.palette import BASE_COLOUR, palette  # noqa: E402
 from sagc.aggregate.stats import fixed_group_size  # noqa: E402
 
 COLUMN_IN = 3.4
@@ -106,7 +112,8 @@ def _legend_on_top(fig, axes, entries: list[tuple[str, Line2D]] | None = None,
             ax.get_legend().remove()
     fig.tight_layout()
     if entries:
-        ncol = min(len(entries), 6 if fig.get_figwidth() > COLUMN_IN else 4)
+        most = 7 if fig.get_figwidth() > COLUMN_IN else 4
+        ncol = len(entries) if len(entries) <= most else math.ceil(len(entries) / math.ceil(len(entries) / most))
         fig.legend([h for _, h in entries], [lab for lab, _ in entries], loc="lower center",
                    bbox_to_anchor=(0.5, 1.0), ncol=ncol, frameon=False, title=title,
                    handlelength=1.6, columnspacing=1.0)  # fmt: skip
@@ -119,27 +126,69 @@ def _sizing_entries(pal: dict[str, str]) -> list[tuple[str, Line2D]]:
 # --------------------------------------------------------------------------- figures
 
 
+def _grid_palette(collected: Collected) -> dict[str, str]:
+    """Sizing -> colour over every sizing of the grid (not only those a figure shows), so
+    a sizing has the same colour in every figure."""
+    return palette(c.sizing for c in collected.grid.cells)
+
+
+def _present(pal: dict[str, str], sizings) -> dict[str, str]:
+    present = set(sizings)
+    return {s: c for s, c in pal.items() if s in present}
+
+
+def controller_deltas(collected: Collected) -> dict[str, float]:
+    """The straggler budget δ of each controller sizing of the complete cells, from the
+    run config (``config.sizing.sagc.delta``; ``SAGCConfig``'s default when unset)."""
+    from sagc.controller import SAGCConfig
+
+    default = SAGCConfig().delta
+    deltas: dict[str, float] = {}
+    for r in collected.cells:
+        if not r.complete or r.run is None or fixed_group_size(r.cell.sizing) is not None:
+            continue
+        sizing_cfg = (r.run.config.get("config") or {}).get("sizing") or {}
+        deltas.setdefault(r.cell.sizing, float((sizing_cfg.get("sagc") or {}).get("delta", default)))
+    return deltas
+
+
 def straggler_rate_figure(collected: Collected):
-    """Straggler rate (%) by sizing, grouped by model x algorithm (bars: mean over seeds,
-    whiskers: std over seeds)."""
+    """Straggler rate (%) by sizing, grouped by model x algorithm: bars are the mean over
+    seeds, whiskers the std over seeds, dots the seeds; dashed lines mark each controller's
+    straggler budget δ."""
     rows = [
         {"panel": _panel(r.cell.model, r.cell.algorithm), "sizing": r.cell.sizing,
-         "rate": r.stats["straggler_rate"] * 100}  # fmt: skip
+         "seed": r.cell.seed, "rate": r.stats["straggler_rate"] * 100}  # fmt: skip
         for r in collected.cells if r.complete
     ]
     if not rows:
         return _placeholder("no complete training cell")
     df = pd.DataFrame(rows)
-    pal = palette(df["sizing"])
+    pal = _present(_grid_palette(collected), df["sizing"])
     panels = list(dict.fromkeys(df["panel"]))
     width = COLUMN_IN if len(panels) * len(pal) <= 8 else FULL_IN
     fig, ax = plt.subplots(figsize=(width, 2.4))
-    sns.barplot(data=df, x="panel", y="rate", hue="sizing", hue_order=list(pal), order=panels,
-                palette=pal, saturation=1.0, errorbar="sd", capsize=0.1, err_kws={"linewidth": 0.8}, ax=ax)  # fmt: skip
+    common = dict(data=df, x="panel", y="rate", hue="sizing", hue_order=list(pal), order=panels, ax=ax)
+    sns.barplot(palette=pal, saturation=1.0, errorbar="sd", capsize=0.1, err_kws={"linewidth": 0.8},
+                **common)  # fmt: skip
+    if df.groupby(["panel", "sizing"]).size().max() > 1:
+        # No jitter: seaborn's draws from the global random state, and a figure must be
+        # the same bytes on the same data.
+        sns.stripplot(palette={s: "black" for s in pal}, dodge=True, size=2.0, jitter=False, alpha=0.7,
+                      legend=False, **common)  # fmt: skip
+    entries = [(s, Patch(color=c)) for s, c in pal.items()]
+    deltas = controller_deltas(collected)
+    same = len(set(deltas.values())) == 1
+    for value in sorted(set(deltas.values())):
+        owners = [s for s, d in deltas.items() if d == value]
+        colour = "black" if same else pal[owners[0]]
+        ax.axhline(value * 100, color=colour, linestyle="--", linewidth=0.9, zorder=2.5)
+        label = f"δ = {value:g}" + ("" if same and len(deltas) == 1 else f" ({', '.join(owners)})")
+        entries.append((label, _line(colour, linestyle="--", linewidth=0.9)))
     ax.set_xlabel("")
     ax.set_ylabel("straggler rate (%)")
     ax.set_ylim(0, 105)
-    _legend_on_top(fig, [ax], [(s, Patch(color=c)) for s, c in pal.items()])
+    _legend_on_top(fig, [ax], entries)
     return fig
 
 
@@ -150,42 +199,61 @@ def _controller_frame(collected: Collected) -> pd.DataFrame:
     return df[df["sizing"].map(fixed_group_size).isna()]
 
 
+def _log2_group_axis(ax, sizes) -> None:
+    """G on a log2 axis, ticks at the group sizes that occur."""
+    ax.set_yscale("log", base=2)
+    ax.set_yticks(sizes)
+    ax.set_yticklabels([str(g) for g in sizes])
+    ax.yaxis.set_minor_locator(NullLocator())
+    ax.set_ylim(min(sizes) / 2**0.25, max(sizes) * 2**0.25)
+
+
 def group_size_figure(collected: Collected):
-    """SAGC's G over training steps (top row) and its dual variable lambda (bottom row),
-    one column per model x algorithm, one line per seed."""
+    """SAGC's G over training steps (top row, log2 axis shared by all panels) and its dual
+    variable λ (bottom row, shared axis), one column per model x algorithm. Thin lines are
+    single seeds; with several seeds the thick line is their mean (geometric for G)."""
     df = _controller_frame(collected)
     if df.empty:
         return _placeholder("no complete SAGC (controller) cell in this grid")
-    pal = palette(df["sizing"])
+    pal = _present(_grid_palette(collected), df["sizing"])
     panels = list(dict.fromkeys(df["panel"]))
     width = COLUMN_IN if len(panels) == 1 else FULL_IN
-    fig, axes = plt.subplots(2, len(panels), figsize=(width, 3.6), sharex="col", squeeze=False)
+    fig, axes = plt.subplots(2, len(panels), figsize=(width, 3.6), sharex="col", sharey="row", squeeze=False)
     has_lambda = metrics.LAMBDA in df.columns and df[metrics.LAMBDA].notna().any()
     for j, panel in enumerate(panels):
         sub = df[df["panel"] == panel]
         ax_g, ax_l = axes[0, j], axes[1, j]
-        # One line per seed: a mean over seeds would show group sizes never used.
-        common = dict(data=sub, x=metrics.STEP, hue="sizing", hue_order=list(pal), palette=pal,
-                      units="seed", estimator=None, drawstyle="steps-post", linewidth=1.0)  # fmt: skip
-        sns.lineplot(y=metrics.GROUP_SIZE, ax=ax_g, **common)
-        gs = sorted(set(sub[metrics.GROUP_SIZE].dropna().round().astype(int)))
-        if 0 < len(gs) <= 8:
-            ax_g.set_yticks(gs)
+        for sizing, colour in pal.items():
+            cells = sub[sub["sizing"] == sizing].sort_values(metrics.STEP)
+            many = cells["seed"].nunique() > 1
+            for _, seed_rows in cells.groupby("seed"):
+                for ax, col in ((ax_g, metrics.GROUP_SIZE), (ax_l, metrics.LAMBDA)):
+                    if col in seed_rows and seed_rows[col].notna().any():
+                        ax.step(seed_rows[metrics.STEP], seed_rows[col], where="post", color=colour,
+                                linewidth=0.7 if many else 1.1, alpha=0.35 if many else 1.0)  # fmt: skip
+            if many:
+                by_step = cells.groupby(metrics.STEP)
+                geo = by_step[metrics.GROUP_SIZE].apply(lambda v: float(2 ** np.log2(v.dropna()).mean()))
+                ax_g.step(geo.index, geo.to_numpy(), where="post", color=colour, linewidth=1.6)
+                if has_lambda:
+                    lam = by_step[metrics.LAMBDA].mean()
+                    ax_l.step(lam.index, lam.to_numpy(), where="post", color=colour, linewidth=1.6)
         ax_g.set_title(panel)
         ax_g.set_ylabel("group size G" if j == 0 else "")
-        if has_lambda and sub[metrics.LAMBDA].notna().any():
-            sns.lineplot(y=metrics.LAMBDA, ax=ax_l, **common)
-        else:
+        if not (has_lambda and sub[metrics.LAMBDA].notna().any()):
             ax_l.text(0.5, 0.5, "no λ logged", ha="center", va="center", transform=ax_l.transAxes)
         ax_l.set_ylabel("dual variable λ" if j == 0 else "")
         ax_l.set_xlabel("training step")
+    sizes = sorted(set(df[metrics.GROUP_SIZE].dropna().round().astype(int)))
+    if sizes:
+        _log2_group_axis(axes[0, 0], sizes)  # shared: one call sets the whole row
     _legend_on_top(fig, list(axes.flat), _sizing_entries(pal))
     return fig
 
 
 def posterior_figure(collected: Collected):
     """SAGC's posterior mean straggler risk p(G) per candidate G over training steps
-    (mean over seeds), one panel per model x algorithm x controller."""
+    (mean over seeds, band: std over seeds), one panel per model x algorithm x controller."""
     df = _controller_frame(collected)
     prefix = metrics.POSTERIOR_MEAN_PREFIX
     cols = sorted((c for c in df.columns if c.startswith(prefix)), key=lambda c: int(c[len(prefix):]))
@@ -197,11 +265,13 @@ def posterior_figure(collected: Collected):
     long["facet"] = long["panel"] + " · " + long["sizing"]
     facets = list(dict.fromkeys(long["facet"]))
     # Candidate G is drawn in the colour of the fixed sizing with that G (g4, g8, g16...).
-    pal = {f"G={c[len(prefix):]}": sizing_colour(f"g{c[len(prefix):]}") for c in cols}
+    fixed = palette([f"g{c[len(prefix):]}" for c in cols])
+    pal = {f"G={c[len(prefix):]}": fixed[f"g{c[len(prefix):]}"] for c in cols}
     fig, axes = _grid_axes(len(facets))
     for ax, facet in zip(axes, facets):
-        sns.lineplot(data=long[long["facet"] == facet], x=metrics.STEP, y="risk", hue="candidate",
-                     hue_order=list(pal), palette=pal, errorbar=None, ax=ax)  # fmt: skip
+        sub = long[long["facet"] == facet]
+        sns.lineplot(data=sub, x=metrics.STEP, y="risk", hue="candidate", hue_order=list(pal), palette=pal,
+                     errorbar="sd" if sub["seed"].nunique() > 1 else None, ax=ax)  # fmt: skip
         ax.set_title(facet)
         ax.set_ylim(0, 1)
         ax.set_xlabel("training step")
@@ -210,90 +280,203 @@ def posterior_figure(collected: Collected):
     return fig
 
 
-def _per_panel_lines(collected: Collected, x: str, y: str, xlabel: str, ylabel: str,
-                     smooth: bool, hline: float | None = None):  # fmt: skip
+def smoothing_window(n_steps: int) -> int:
+    """Steps in the centred rolling mean of the reward curves: about a tenth of the run,
+    at least 3 (an odd number, so the window is centred on a step)."""
+    w = max(3, round(n_steps / 10))
+    return w if w % 2 else w + 1
+
+
+def _seed_band(runs: list[tuple[np.ndarray, np.ndarray]], points: int = 200):
+    """Seeds' curves (x ascending) on one x grid over the range all of them cover:
+    (x, mean, std); std is None for a single seed."""
+    if len(runs) == 1:
+        x, y = runs[0]
+        return x, y, None
+    lo = max(float(x[0]) for x, _ in runs)
+    hi = min(float(x[-1]) for x, _ in runs)
+    if hi <= lo:
+        return None
+    grid = np.linspace(lo, hi, points)
+    ys = np.vstack([np.interp(grid, x, y) for x, y in runs])
+    return grid, ys.mean(axis=0), ys.std(axis=0, ddof=1)
+
+
+def reward_vs_time_figure(collected: Collected):
+    """Training reward against wall-clock time, all sizings overlaid, one panel per model x
+    algorithm. Each seed's reward is smoothed with a centred rolling mean over steps; with
+    several seeds the line is their mean and the band ±1 std over seeds, both over the time
+    range every seed covers."""
     df = history_frame(collected)
     if df.empty:
         return _placeholder("no complete training cell")
-    pal = palette(df["sizing"])
+    pal = _present(_grid_palette(collected), df["sizing"])
+    window = smoothing_window(int(df.groupby(["panel", "sizing", "seed"]).size().max()))
     panels = list(dict.fromkeys(df["panel"]))
     fig, axes = _grid_axes(len(panels))
     for ax, panel in zip(axes, panels):
-        sub = df[df["panel"] == panel].sort_values(["sizing", "seed", metrics.STEP]).copy()
-        if smooth:
-            # Rolling mean over ~5% of the steps: per-step rewards are noisy.
-            window = max(1, round(sub.groupby(["sizing", "seed"]).size().max() / 20))
-            sub[y] = sub.groupby(["sizing", "seed"])[y].transform(
-                lambda v: v.rolling(window, min_periods=1).mean())  # fmt: skip
-        present = [s for s in pal if s in set(sub["sizing"])]
-        sns.lineplot(data=sub, x=x, y=y, hue="sizing", hue_order=present, palette=pal,
-                     units="seed", estimator=None, ax=ax, linewidth=1.0, alpha=0.9)  # fmt: skip
-        if hline is not None:
-            ax.axhline(hline, color="black", linestyle="--", linewidth=0.8)
+        sub = df[df["panel"] == panel]
+        for sizing, colour in pal.items():
+            runs = []
+            for _, seed_rows in sub[sub["sizing"] == sizing].groupby("seed"):
+                seed_rows = seed_rows.sort_values(metrics.STEP).dropna(subset=["wallclock", metrics.REWARD_MEAN])
+                if seed_rows.empty:
+                    continue
+                smooth = seed_rows[metrics.REWARD_MEAN].rolling(window, center=True, min_periods=1).mean()
+                runs.append((seed_rows["wallclock"].to_numpy(), smooth.to_numpy()))
+            band = _seed_band(runs) if runs else None
+            if band is None:
+                continue
+            x, mean, std = band
+            ax.plot(x, mean, color=colour, linewidth=1.3)
+            if std is not None:
+                ax.fill_between(x, mean - std, mean + std, color=colour, alpha=0.18, linewidth=0)
         ax.set_title(panel)
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel(ylabel)
+        ax.set_xlabel(f"wall-clock ({collected.grid.time_unit})")
+        ax.set_ylabel(f"training reward ({window}-step mean)")
+    seeds = df.groupby(["panel", "sizing"])["seed"].nunique().max()
     entries = _sizing_entries(pal)
-    if hline is not None:
-        entries.append((f"τ = {hline:g}", _line("black", linestyle="--", linewidth=0.8)))
+    if seeds > 1:
+        entries.append(("±1 std over seeds", Patch(color="grey", alpha=0.3)))
     _legend_on_top(fig, axes, entries)
     return fig
 
 
-def reward_vs_time_figure(collected: Collected):
-    """Training reward (rolling mean) against wall-clock time, all sizings overlaid, one
-    line per seed."""
-    unit = collected.grid.time_unit
-    return _per_panel_lines(collected, "wallclock", metrics.REWARD_MEAN,
-                            f"wall-clock ({unit})", "training reward", smooth=True)  # fmt: skip
-
-
 def length_ratio_figure(collected: Collected):
-    """Max/median completion length ratio over training steps, per sizing and seed."""
-    return _per_panel_lines(collected, metrics.STEP, metrics.LENGTH_RATIO, "training step",
-                            "max / median length", smooth=False, hline=collected.grid.tau)  # fmt: skip
+    """Max/median completion length ratio over training steps, one line per sizing and
+    seed, with the straggler threshold τ."""
+    df = history_frame(collected)
+    if df.empty:
+        return _placeholder("no complete training cell")
+    pal = _present(_grid_palette(collected), df["sizing"])
+    panels = list(dict.fromkeys(df["panel"]))
+    many = df.groupby(["panel", "sizing"])["seed"].nunique().max() > 1
+    tau = collected.grid.tau
+    fig, axes = _grid_axes(len(panels))
+    for ax, panel in zip(axes, panels):
+        sub = df[df["panel"] == panel].sort_values(["sizing", "seed", metrics.STEP])
+        sns.lineplot(data=sub, x=metrics.STEP, y=metrics.LENGTH_RATIO, hue="sizing", hue_order=list(pal),
+                     palette=pal, units="seed", estimator=None, ax=ax, linewidth=0.8 if many else 1.0,
+                     alpha=0.6 if many else 0.9)  # fmt: skip
+        if tau is not None:
+            ax.axhline(tau, color="black", linestyle="--", linewidth=0.8)
+        ax.set_title(panel)
+        ax.set_xlabel("training step")
+        ax.set_ylabel("max / median length")
+    entries = _sizing_entries(pal)
+    if tau is not None:
+        entries.append((f"τ = {tau:g}", _line("black", linestyle="--", linewidth=0.8)))
+    _legend_on_top(fig, axes, entries)
+    return fig
 
 
 _TASK_MARKERS = ("o", "X", "s", "^", "D", "v", "P", "*")
+#: Points closer than this (in typographic points) are drawn side by side.
+_OVERLAP_PT = 5.0
+_DODGE_PT = 5.5
 
 
-def accuracy_vs_length_figure(collected: Collected):
-    """Downstream accuracy against mean output length: colour = sizing (base model in
-    grey), marker = benchmark; one point per sizing x benchmark (mean over seeds), one
-    panel per model x algorithm (each with its base model)."""
+def _accuracy_rows(collected: Collected) -> pd.DataFrame:
+    """Per panel x (sizing or base) x task: accuracy and output length, mean over seeds,
+    with ±1 standard error: over seeds when there are several, else lm-eval's own (binomial)
+    standard error of the accuracy."""
     rows = []
     for r in collected.cells:
         if r.complete and r.eval:
             for task, v in r.eval.items():
                 rows.append({"model": r.cell.model, "panel": _panel(r.cell.model, r.cell.algorithm),
                              "label": r.cell.sizing, "task": task, "acc": v["accuracy"] * 100,
-                             "len": v["mean_output_tokens"]})  # fmt: skip
+                             "acc_se": v["accuracy_stderr"] * 100, "len": v["mean_output_tokens"]})  # fmt: skip
     if not rows:
-        return _placeholder("no evaluation summary of a complete cell")
+        return pd.DataFrame()
     df = pd.DataFrame(rows)
-    base = []
     for b in collected.base:
         if b.eval and not b.missing:
             for panel in df.loc[df["model"] == b.base.model, "panel"].unique():
                 for task, v in b.eval.items():
-                    base.append({"model": b.base.model, "panel": panel, "label": "base", "task": task,
-                                 "acc": v["accuracy"] * 100, "len": v["mean_output_tokens"]})  # fmt: skip
-    df = pd.concat([df, pd.DataFrame(base)], ignore_index=True)
-    df = df.groupby(["panel", "label", "task"], as_index=False, sort=False)[["acc", "len"]].mean()
-    pal = palette(s for s in df["label"] if s != "base")
+                    rows.append({"model": b.base.model, "panel": panel, "label": "base", "task": task,
+                                 "acc": v["accuracy"] * 100, "acc_se": v["accuracy_stderr"] * 100,
+                                 "len": v["mean_output_tokens"]})  # fmt: skip
+    df = pd.DataFrame(rows)
+    out = []
+    for (panel, label, task), g in df.groupby(["panel", "label", "task"], sort=False):
+        n = len(g)
+        out.append({
+            "panel": panel, "label": label, "task": task, "n": n,
+            "acc": g["acc"].mean(), "len": g["len"].mean(),
+            "acc_err": g["acc"].std(ddof=1) / math.sqrt(n) if n > 1 else g["acc_se"].iloc[0],
+            "len_err": g["len"].std(ddof=1) / math.sqrt(n) if n > 1 else 0.0,
+        })  # fmt: skip
+    return pd.DataFrame(out)
+
+
+def _dodge_offsets(ax, xs, ys) -> list[float]:
+    """Horizontal offsets (points) that put points which would hide each other side by
+    side: points within ``_OVERLAP_PT`` of each other on the axes form a cluster, spread
+    symmetrically. The data are unchanged; only the marker moves."""
+    pts = ax.transData.transform(np.column_stack([xs, ys])) * 72.0 / ax.figure.dpi
+    n = len(pts)
+    parent = list(range(n))
+
+    def root(i):
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for i in range(n):
+        for j in range(i + 1, n):
+            if np.hypot(*(pts[i] - pts[j])) < _OVERLAP_PT:
+                parent[root(i)] = root(j)
+    clusters: dict[int, list[int]] = {}
+    for i in range(n):
+        clusters.setdefault(root(i), []).append(i)
+    offsets = [0.0] * n
+    for members in clusters.values():
+        k = len(members)
+        for rank, i in enumerate(members):
+            offsets[i] = (rank - (k - 1) / 2) * _DODGE_PT
+    return offsets
+
+
+def accuracy_vs_length_figure(collected: Collected):
+    """Downstream accuracy against mean output length: colour = sizing (base model in
+    grey), marker = benchmark; one point per sizing x benchmark (mean over seeds) with
+    ±1 standard-error bars (over seeds when there are several, else lm-eval's binomial
+    one), one panel per model x algorithm (each with its base model). Points that would
+    hide each other are drawn side by side."""
+    df = _accuracy_rows(collected)
+    if df.empty:
+        return _placeholder("no evaluation summary of a complete cell")
+    pal = _present(_grid_palette(collected), df["label"])
     if (df["label"] == "base").any():
         pal["base"] = BASE_COLOUR
     tasks = sorted(set(df["task"]))
     markers = {t: _TASK_MARKERS[i % len(_TASK_MARKERS)] for i, t in enumerate(tasks)}
     panels = list(dict.fromkeys(df["panel"]))
     fig, axes = _grid_axes(len(panels), height_per_row=2.3)
+    drawn = []
     for ax, panel in zip(axes, panels):
-        sub = df[df["panel"] == panel]
-        sns.scatterplot(data=sub, x="len", y="acc", hue="label", hue_order=[s for s in pal if s in set(sub["label"])],
-                        palette=pal, style="task", style_order=tasks, markers=markers, s=30, ax=ax)  # fmt: skip
+        sub = df[df["panel"] == panel].reset_index(drop=True)
+        bars = [ax.errorbar(row.len, row.acc, yerr=row.acc_err, xerr=row.len_err or None, fmt=markers[row.task],
+                            color=pal[row.label], markersize=4.5, markeredgecolor="white",
+                            markeredgewidth=0.4, elinewidth=0.7, capsize=1.5, zorder=3)
+                for row in sub.itertuples()]  # fmt: skip
         ax.set_title(panel)
         ax.set_xlabel("mean output length (tokens)")
         ax.set_ylabel("accuracy (%)")
+        drawn.append((ax, sub, bars))
+    # Overlaps are judged on the final axes: limits frozen, layout done.
+    fig.tight_layout()
+    for ax, sub, bars in drawn:
+        ax.set_xlim(ax.get_xlim())
+        ax.set_ylim(ax.get_ylim())
+        offsets = _dodge_offsets(ax, sub["len"].to_numpy(), sub["acc"].to_numpy())
+        for bar, dx in zip(bars, offsets):
+            if dx:
+                shift = ScaledTranslation(dx / 72.0, 0, fig.dpi_scale_trans)
+                for artist in bar.get_children():
+                    artist.set_transform(artist.get_transform() + shift)
     entries = [(s, _marker(c)) for s, c in pal.items()]
     entries += [(t, _marker("black", markers[t])) for t in tasks]
     _legend_on_top(fig, axes, entries)

@@ -1,9 +1,12 @@
 """One colour and one position per sizing, the same in every figure and table.
 
-Known names get fixed colours (fixed G from light to dark blues/greens, the controller in a
-contrasting red), so ``g16`` looks the same in every figure of every grid. Any other name
-(``g32``, ``sagc-tau3``, ...) gets a colour picked from a colour-blind-safe list by a stable
-hash of the name (``zlib.crc32``, never ``hash()``, which changes between processes).
+Known names get fixed colours of clearly different hues (colour-blind-safe Okabe-Ito
+tones for the fixed sizes, red for the controller), so ``g16`` looks the same in every
+figure of every grid and no two fixed sizes are shades of one colour. Any other name
+(``g32``, ``sagc-fast``, ``sagc-tau3``, ...) starts from a colour picked by a stable hash
+of the name (``zlib.crc32``, never ``hash()``, which changes between processes); within
+one palette, a name whose colour is taken moves on to the next free one, so every sizing
+of a grid has its own colour (up to the length of the list).
 """
 
 from __future__ import annotations
@@ -13,28 +16,26 @@ import zlib
 from sagc.aggregate.stats import fixed_group_size
 
 KNOWN = {
-    "g2": "#9ecae1",
-    "g4": "#6baed6",
-    "g8": "#3182bd",
-    "g16": "#08519c",
-    "g32": "#08306b",
-    "sagc": "#d62728",
+    "g2": "#cc79a7",  # reddish purple
+    "g4": "#e69f00",  # orange
+    "g8": "#009e73",  # bluish green
+    "g16": "#0072b2",  # blue
+    "g32": "#6a3d9a",  # purple
+    "sagc": "#d62728",  # red: the controller stands out
 }
 
-# Okabe-Ito + extras: distinguishable, none equal to a KNOWN colour.
+# For every other name: saturated (they are drawn as thin lines too), distinguishable
+# from each other and from the KNOWN colours.
 _FALLBACK = (
-    "#e69f00", "#009e73", "#cc79a7", "#56b4e9", "#f0e442", "#0072b2", "#d55e00",
-    "#7f7f7f", "#8c564b", "#bcbd22", "#17becf", "#9467bd",
+    "#8c564b", "#17becf", "#bcbd22", "#e377c2", "#1a1a1a", "#56b4e9", "#a6761d", "#66a61e",
 )  # fmt: skip
 
-BASE_COLOUR = "#4d4d4d"
+BASE_COLOUR = "#7f7f7f"
 
 
 def sizing_colour(sizing: str) -> str:
-    """The colour of ``sizing`` (fixed for known names, stable hash for the rest)."""
-    if sizing in KNOWN:
-        return KNOWN[sizing]
-    return _FALLBACK[zlib.crc32(sizing.encode()) % len(_FALLBACK)]
+    """The colour of ``sizing`` on its own (fixed for known names, stable hash for the rest)."""
+    return palette([sizing])[sizing]
 
 
 def sizing_order(sizings) -> list[str]:
@@ -46,5 +47,17 @@ def sizing_order(sizings) -> list[str]:
 
 
 def palette(sizings) -> dict[str, str]:
-    """Sizing -> colour for seaborn's ``palette=`` (ordered like ``sizing_order``)."""
-    return {s: sizing_colour(s) for s in sizing_order(sizings)}
+    """Sizing -> colour for seaborn's ``palette=`` (ordered like ``sizing_order``), every
+    colour distinct while the fallback list lasts."""
+    order = sizing_order(sizings)
+    colours = {s: KNOWN[s] for s in order if s in KNOWN}
+    taken = set(colours.values())
+    for s in order:
+        if s in colours:
+            continue
+        start = zlib.crc32(s.encode()) % len(_FALLBACK)
+        free = [_FALLBACK[(start + i) % len(_FALLBACK)] for i in range(len(_FALLBACK))]
+        colour = next((c for c in free if c not in taken), free[0])
+        colours[s] = colour
+        taken.add(colour)
+    return {s: colours[s] for s in order}

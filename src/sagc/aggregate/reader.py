@@ -64,6 +64,8 @@ class RunData:
     finished: bool = False
     #: Some segment ended inside a record (a killed writer); its last record is lost.
     truncated: bool = False
+    #: The latest segment (``sources[-1]``) ended inside a record.
+    tail_truncated: bool = False
 
 
 class RunReader(Protocol):
@@ -138,6 +140,7 @@ def merge_segments(segments: list[Segment]) -> RunData:
         sources=[s.source for s in segments],
         finished=bool(segments) and segments[-1].finished,
         truncated=any(s.truncated for s in segments),
+        tail_truncated=bool(segments) and segments[-1].truncated,
     )
 
 

@@ -4,7 +4,7 @@ Why our own reader: in wandb 0.31 an offline run keeps its history and summary *
 the ``.wandb`` transaction log (``files/`` holds neither), and the old Python reader
 (``wandb.sdk.internal.datastore``) is gone. The format is small and stable within a
 wandb version, so we parse it here and pin ``wandb==0.31.0`` in ``pyproject.toml``; the
-round-trip test in ``tests/aggregate/test_runlog.py`` (log offline with wandb, read back,
+round-trip test in ``tests/aggregate/test_aggregate_runlog.py`` (log offline with wandb, read back,
 compare every value) fails loudly if a wandb upgrade changes it.
 
 Format, as written by wandb-core 0.31 (checked against files it produced):

@@ -1,4 +1,4 @@
-"""Downstream evaluation with lm-evaluation-harness (issue 6).
+"""Downstream evaluation with lm-evaluation-harness.
 
 ``python -m sagc.evaluate run ...`` evaluates one model on the packaged tasks (the tiny
 world's in-distribution and held-out splits; AIME 2024, AMC 2023, GPQA-diamond for the

@@ -4,7 +4,7 @@ HF: the model is built as an lm-eval ``HFLM`` subclass that records the exact le
 every generation (``sagc.evaluate.recorder``) and is handed the tokenizer *object* loaded
 from the model folder. Passing only the path would let lm-eval call ``AutoTokenizer``, which
 for a ``model_type=qwen2`` folder returns a ``Qwen2Tokenizer`` that swaps the saved
-pre-tokenizer (field notes): prompts would be tokenised differently from training.
+pre-tokenizer (docs/library-notes.md): prompts would be tokenised differently from training.
 
 vLLM: not installed on CPU machines (it is the ``gpu`` extra). Asking for it fails before
 any model loads; ``vllm_model_args`` builds lm-eval's ``model_args`` string from the config

@@ -1,8 +1,8 @@
 """The packaged lm-eval task YAMLs, and the per-run copies that point them at local data.
 
 The YAMLs in ``sagc/evaluate/tasks/`` name their data files relatively (``eval.jsonl``,
-``aime24.jsonl``). lm-eval would resolve such a path against the working directory (field
-notes), so every run writes its own copy of the requested YAMLs into ``OUT/tasks/`` with
+``aime24.jsonl``). lm-eval would resolve such a path against the working directory
+(docs/library-notes.md), so every run writes its own copy of the requested YAMLs into ``OUT/tasks/`` with
 absolute ``data_files`` under ``--data-dir`` and the run's generation settings, then hands
 that folder to lm-eval as its include path. The copy doubles as the record of exactly what
 was evaluated.

@@ -4,6 +4,7 @@ config, so Snakemake's params trigger reruns exactly the cells whose inputs chan
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 from sagc.pipeline.grid import Cell, Grid
@@ -152,7 +153,8 @@ def cli_flags(params: dict[str, Any]) -> str:
     """``{"n_train": 100, "fast": True}`` -> ``--fast --n-train 100`` for the world CLIs.
 
     Sorted by key: the string is a rule param, and Snakemake reruns a job whose params
-    changed, so reordering keys in a YAML file must not count as a change."""
+    changed, so reordering keys in a YAML file must not count as a change. Every value is
+    shell-quoted (a path may hold a space); plain values stay as they are."""
     parts = []
     for key, value in sorted(params.items()):
         flag = "--" + key.replace("_", "-")
@@ -161,7 +163,7 @@ def cli_flags(params: dict[str, Any]) -> str:
         elif value is False or value is None:
             continue
         elif isinstance(value, (list, tuple)):
-            parts.append(flag + " " + " ".join(str(v) for v in value))
+            parts.append(flag + " " + " ".join(shlex.quote(str(v)) for v in value))
         else:
-            parts.append(f"{flag} {value}")
+            parts.append(f"{flag} {shlex.quote(str(value))}")
     return " ".join(parts)

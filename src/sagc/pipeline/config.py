@@ -56,7 +56,13 @@ def check_semantics(config: dict[str, Any], source: str) -> None:
     """Checks across keys; assumes the schema passed and defaults are filled."""
     from sagc.controller import SAGCConfig
 
+    from sagc.pipeline.grid import check_name
+
     problems = []
+    try:
+        check_name(config["name"])
+    except ValueError as err:
+        problems.append(str(err))
     world = config["world"]
     for model, spec in config["models"].items():
         if world == "tiny" and "arch" not in spec:

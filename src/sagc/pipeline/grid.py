@@ -14,12 +14,27 @@ Layout (``<name>`` is the config's ``name``, so configs never overwrite each oth
 from __future__ import annotations
 
 import itertools
+import re
 import zlib
 from dataclasses import dataclass
 from typing import Any, Iterator
 
 RESULTS = "results"
 FIGURES = "paper_figures"
+
+#: A config name is one path component under results/ and paper_figures/: letters, digits,
+#: "_" and "-", starting with a letter or digit (so never "..", ".hidden" or "a/b").
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
+
+
+def check_name(name: object) -> str:
+    """``name`` if it is a plain identifier, else ``ValueError`` naming the key."""
+    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
+        raise ValueError(
+            f"config key 'name': {name!r} is not a plain name (letters, digits, '_' and '-', "
+            f"starting with a letter or digit); it becomes the folder {RESULTS}/<name>/"
+        )
+    return name
 
 
 def stable_seed(*parts: str) -> int:
@@ -62,6 +77,9 @@ class Grid:
     algorithms: tuple[str, ...]
     sizings: tuple[str, ...]
     seeds: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        check_name(self.name)
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> "Grid":

@@ -5,7 +5,7 @@ lengths are predictable: about 8 tokens per solution step). Special tokens: ``<|
 ends every completion), ``<|pad|>`` (pad), ``<|im_start|>`` / ``<|im_end|>`` (ChatML, so
 TRL's conversational paths and ``apply_chat_template`` work). No bos is added.
 
-Pitfall (field notes): ``AutoTokenizer`` on a ``model_type=qwen2`` folder may swap in a
+Pitfall (docs/library-notes.md): ``AutoTokenizer`` on a ``model_type=qwen2`` folder may swap in a
 ``Qwen2Tokenizer`` with a different pre-tokenizer. ``load_tokenizer`` always builds a
 ``PreTrainedTokenizerFast`` from ``tokenizer.json``, and ``save_tokenizer`` writes
 ``tokenizer_class: PreTrainedTokenizerFast`` so that ``AutoTokenizer`` (lm-eval's HF backend)

@@ -1,4 +1,4 @@
-"""The SAGC-enabled TRL trainer and the training-cell entry point (issue 4).
+"""The SAGC-enabled TRL trainer and the training-cell entry point.
 
 - ``sagc.train.config``: the cell schema (``TrainConfig.from_dict``, ``load_config``);
 - ``sagc.train.presets``: GRPO / DAPO presets, step layout, ``GRPOConfig`` kwargs;

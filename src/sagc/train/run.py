@@ -6,7 +6,10 @@ Order of work, so that a bad cell fails in a second and a killed one resumes:
 2. check the model is reachable (a local folder, or a hub id in the local cache when
    ``HF_HUB_OFFLINE=1``) and load the tokenizer and the training JSONL;
 3. if ``<output_dir>/done.json`` exists the cell is finished: nothing to do;
-4. resume from the newest complete checkpoint under ``<output_dir>/checkpoints`` if any;
+4. resume from the newest complete checkpoint under ``<output_dir>/checkpoints`` if the
+   run was interrupted; a run whose newest checkpoint is its last step had finished
+   (its ``done.json`` was removed: ``snakemake -f`` deletes a job's outputs before
+   rerunning it), so the cell trains again from scratch;
 5. train, save ``<output_dir>/final`` (model + tokenizer), write ``done.json`` last.
 
 Outputs: ``final/``, ``checkpoints/checkpoint-<update>/`` (TRL's + ``sagc_state.json``; the
@@ -76,7 +79,7 @@ def _is_tiny_tokenizer(folder: Path) -> bool:
 
 def load_tokenizer(cfg: TrainConfig):
     """The tiny world's loader for a tiny-world folder (AutoTokenizer would swap in a
-    Qwen2Tokenizer with another pre-tokenizer: field notes), else ``AutoTokenizer``."""
+    Qwen2Tokenizer with another pre-tokenizer: docs/library-notes.md), else ``AutoTokenizer``."""
     src = cfg.model.tokenizer or cfg.model.path
     if Path(src).is_dir() and _is_tiny_tokenizer(Path(src)):
         from sagc.tiny.tokenizer import load_tokenizer as tiny_load
@@ -250,8 +253,47 @@ def discard_stale_checkpoints(checkpoint_dir: Path, fingerprint: str) -> None:
     stamp.write_text(fingerprint + "\n")
 
 
+def is_final_checkpoint(checkpoint: Path) -> bool:
+    """True when ``checkpoint`` was saved at the last step of its run (TRL's
+    ``trainer_state.json``: ``global_step`` reached ``max_steps``)."""
+    state_path = Path(checkpoint) / "trainer_state.json"
+    if not state_path.is_file():
+        return False
+    state = json.loads(state_path.read_text())
+    return 0 < int(state.get("max_steps", 0)) <= int(state.get("global_step", 0))
+
+
+def resume_point(out: Path, fingerprint: str, wandb_dir: Path, cell_id: str) -> Path | None:
+    """The checkpoint an interrupted run of this config resumes from, or ``None`` to train
+    from scratch.
+
+    Resuming is for an interrupted run. A finished run's newest checkpoint is its last
+    step; finding it without a ``done.json`` means the finished cell is being rerun on
+    purpose (``snakemake -f`` removes ``done.json`` and ``final/`` first), and resuming
+    would train zero steps and return the old numbers. So a finished run's leftovers
+    (checkpoints, length trace, W&B run files) go, and the cell starts over.
+    """
+    import shutil
+
+    from sagc.train.trainer import latest_complete_checkpoint
+
+    checkpoint_dir = out / "checkpoints"
+    discard_stale_checkpoints(checkpoint_dir, fingerprint)
+    checkpoint = latest_complete_checkpoint(checkpoint_dir)
+    if checkpoint is None or not is_final_checkpoint(checkpoint):
+        return checkpoint
+    log.warning("cell %s: %s is the last step of a finished run whose done.json is gone "
+                "(a forced rerun): training again from scratch", cell_id, checkpoint)
+    shutil.rmtree(checkpoint_dir)
+    (out / LENGTHS_FILE).unlink(missing_ok=True)
+    if wandb_dir.resolve().is_relative_to(out.resolve()) and wandb_dir.is_dir():
+        shutil.rmtree(wandb_dir)  # the old run's file would sit next to the new one
+    discard_stale_checkpoints(checkpoint_dir, fingerprint)  # recreates the folder and stamp
+    return None
+
+
 def run_cell(cfg: TrainConfig, *, callbacks: list | None = None) -> dict:
-    """Train one cell (resuming if a checkpoint exists) and return done.json's content."""
+    """Train one cell (resuming an interrupted run) and return done.json's content."""
     out = Path(cfg.output_dir)
     done_path = out / DONE_FILE
     fingerprint = config_fingerprint(cfg)
@@ -263,17 +305,15 @@ def run_cell(cfg: TrainConfig, *, callbacks: list | None = None) -> dict:
         log.warning("%s was written for another config of cell %s: training again", done_path, cfg.cell.id)
         done_path.unlink()
     out.mkdir(parents=True, exist_ok=True)
-    discard_stale_checkpoints(out / "checkpoints", fingerprint)
     wandb_dir = set_job_env(cfg)
+    checkpoint = resume_point(out, fingerprint, wandb_dir, cfg.cell.id)
     if cfg.train.torch_threads is not None:
         import torch
 
         torch.set_num_threads(cfg.train.torch_threads)
 
-    from sagc.train.trainer import latest_complete_checkpoint
     from sagc.train.wandb_log import StepLogger, run_id_for
 
-    checkpoint = latest_complete_checkpoint(out / "checkpoints")
     run_config = {**{k: getattr(cfg.cell, k) for k in ("config_name", "model", "algorithm", "sizing", "seed")},
                   "cell_id": cfg.cell.id, "config": cfg.to_dict()}
     # Validate and load everything before W&B starts, so a bad cell leaves no run behind.

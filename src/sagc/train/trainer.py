@@ -1,6 +1,6 @@
 """``SAGCGRPOTrainer``: TRL's ``GRPOTrainer`` with a group size G chosen before every step.
 
-What changes against TRL 1.16 (and why; see ../shared/docs/field-notes.md):
+What changes against TRL 1.16 (and why; see docs/library-notes.md):
 
 * **Step = one synchronous rollout.** Before a step's rollout the trainer asks its group
   sizer (``FixedGroupSize`` or ``SAGCController``) for G, draws the step's prompts from its
