@@ -31,14 +31,7 @@ def _files():
         yield REPO / name
 
 
-def _param(path: Path):
-    rel = path.relative_to(REPO).as_posix()
-    if rel == "pyproject.toml":  # its comment is replaced on another branch when merged
-        return pytest.param(path, id=rel, marks=pytest.mark.xfail(strict=False, reason="pending merge"))
-    return pytest.param(path, id=rel)
-
-
-@pytest.mark.parametrize("path", [_param(p) for p in _files()])
+@pytest.mark.parametrize("path", [pytest.param(p, id=p.relative_to(REPO).as_posix()) for p in _files()])
 def test_no_issue_numbers_or_outside_paths(path):
     hits = [f"{i}: {line.strip()}" for i, line in enumerate(path.read_text(errors="replace").splitlines(), 1)
             if FORBIDDEN.search(line)]

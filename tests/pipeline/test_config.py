@@ -43,7 +43,7 @@ def raw(name="default"):
         (lambda c: c["sagc"].update(tau=1.0), "config key 'sagc.tau'"),
         (lambda c: c.update(world="moon"), "config key 'world'"),
         (lambda c: c.pop("train"), "'train' is a required property"),
-        (lambda c: c.update(sizings=["sagc-fast"]), "config key 'sizings': 'sagc-fast' needs 'sagc_variants.fast'"),
+        (lambda c: c.update(sizings=["sagc-slow"]), "config key 'sizings': 'sagc-slow' needs 'sagc_variants.slow'"),
         (lambda c: c["models"].update({"tiny-x": {}}), "config key 'models.tiny-x.arch'"),
         (lambda c: c["sagc"].update(candidates=[4, 4, 8]), "config key 'sagc': SAGCConfig.candidates has duplicates"),
         (lambda c: c.update(sagc_variants={"v": {"eta": -1}}, sizings=["sagc-v"]), "config key 'sagc_variants.v': SAGCConfig.eta"),
