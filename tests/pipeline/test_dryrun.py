@@ -29,14 +29,15 @@ def test_default_dry_run_enumerates_the_grid(tmp_path):
     rc, out = snakemake("-n", "--directory", str(tmp_path))
     assert rc == 0, out
     counts = job_counts(out)
-    # 2 models x 2 algorithms x 4 sizings x 1 seed
-    assert counts["train"] == 16 and counts["evaluate_cell"] == 16
+    # 2 models x 2 algorithms x 5 sizings x 2 seeds
+    assert counts["train"] == 40 and counts["evaluate_cell"] == 40
     assert counts["evaluate_base"] == 2 and counts["tiny_base_model"] == 2
     assert counts["tiny_data"] == counts["tiny_tokenizer"] == counts["aggregate"] == 1
     for model in ("tiny-qwen2", "tiny-llama"):
         for algo in ("grpo", "dapo"):
-            for sizing in ("g4", "g8", "g16", "sagc"):
-                assert f"results/default/train/{model}/{algo}/{sizing}/seed0/done.json" in out
+            for sizing in ("g4", "g8", "g16", "sagc", "sagc-fast"):
+                for seed in (0, 1):
+                    assert f"results/default/train/{model}/{algo}/{sizing}/seed{seed}/done.json" in out
 
 
 def test_paper_dry_run_enumerates_the_grid_with_gpus(tmp_path):

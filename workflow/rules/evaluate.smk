@@ -20,8 +20,8 @@ if WORLD == "hub":
             "../../envs/eval.yaml"
         shell:
             "{HUB_ACCESS_PREFIX} python -m sagc.evaluate stage"
-            " --benchmarks aime24,amc23,gpqa_diamond --cache {params.out} {params.source}"
-            " > {log} 2>&1 && echo '{{\"cache\": \"{params.out}\"}}' > {output}"
+            " --benchmarks aime24,amc23,gpqa_diamond --cache {params.out:q} {params.source}"
+            " > {log:q} 2>&1 && echo '{{\"cache\": \"{params.out}\"}}' > {output:q}"
 
 
 rule evaluate_cell:

@@ -111,7 +111,7 @@ else:
             "../../envs/train.yaml"
         shell:
             "{HUB_ACCESS_PREFIX} python -m sagc.pipeline.hub train-data {params.flags}"
-            " --out {output} > {log} 2>&1"
+            " --out {output:q} > {log:q} 2>&1"
 
     rule resolve_hub_model:
         """Check that the model is in the local cache (download it first with network)."""
