@@ -50,7 +50,8 @@ def _history(rng: np.random.Generator, sizing: str) -> pd.DataFrame:
             metrics.STEP: step, metrics.GROUP_SIZE: g, metrics.STRAGGLER: straggler,
             metrics.LENGTH_RATIO: rng.uniform(2.2, 4.0) if straggler else rng.uniform(1.1, 1.9),
             metrics.ROLLOUT_SECONDS: 0.7 * step_s, metrics.STEP_SECONDS: step_s,
-            metrics.WALLCLOCK_SECONDS: wall,
+            metrics.WALLCLOCK_SECONDS: wall, metrics.CPU_SECONDS: step_s, metrics.CPU_TOTAL_SECONDS: wall,
+            metrics.DECODE_STEPS: 40 * (3 if straggler else 1),
             metrics.REWARD_MEAN: 0.2 + 0.01 * step + rng.normal(0, 0.05),
             metrics.LENGTH_MEAN: rng.uniform(30, 60), metrics.PADDING_EFFICIENCY: rng.uniform(0.4, 0.8),
         }  # fmt: skip
