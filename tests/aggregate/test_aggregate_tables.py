@@ -115,6 +115,17 @@ def test_straggler_structure_by_quarter(collected):
     assert "| 100.0 " in rows["g16"] and "| 75.0 [" in rows["g16"]
 
 
+def test_learning_rows_against_the_base_model(collected):
+    from sagc.aggregate.tables import learning_rows
+
+    rows = {r.split("|")[3].strip(): r for r in learning_rows(collected)[2:]}
+    # aime: base 5 %; g4 10 % (seed 0) and 12 % (seed 1) -> +6 points on average;
+    # rewards rise by 0.1 a step: the last quarter (steps 5-6) - the first (step 1) = +0.4.
+    cells = [c.strip() for c in rows["g4"].strip("|").split("|")]
+    assert cells[3].startswith("6.0 [") and cells[4].startswith("16.0 [")  # gpqa: 25 % -> 41 %
+    assert cells[5].startswith("0.400 [")
+
+
 def test_headline_claims(collected):
     claims = {c.claim: c for c in headline_claims(collected)}
     assert {c.pair for c in claims.values()} == {"tiny-a GRPO, sagc vs g16 (2 seeds, 12 paired steps)"}

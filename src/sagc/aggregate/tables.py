@@ -496,12 +496,43 @@ def straggler_structure(collected: Collected) -> list[str]:
     return rows
 
 
+def learning_rows(collected: Collected) -> list[str]:
+    """Markdown rows: did training improve the policy? Per cell group and task, accuracy
+    after training minus the base model's (paired per problem, every seed against the one
+    base evaluation), and the reward of the last quarter of steps minus the first quarter's
+    (paired by seed and batch position)."""
+    tasks = _tasks(collected)
+    base_dirs = {b.base.model: str(Path(b.base.eval_summary).parent) for b in collected.base if b.eval}
+    rows = ["| Model | Algorithm | Sizing | " + " | ".join(f"{t} accuracy − base (pts)" for t in tasks)
+            + " | Reward, last − first quarter |", "|---|---|---|" + "---|" * (len(tasks) + 1)]
+    for model, algo, sizing, rs in groups(collected):
+        cells = []
+        for task in tasks:
+            try:
+                base = paired.doc_scores(base_dirs[model], task)
+                strata = [paired.paired_docs(base, paired.doc_scores(str(Path(r.cell.eval_summary).parent), task))
+                          for r in rs if r.complete]
+                cells.append(fmt(paired.difference_interval(strata, batches=None), "pct"))
+            except (KeyError, FileNotFoundError):
+                cells.append(MISSING)
+        strata = []
+        for h in _histories(rs).values():
+            first = pd.to_numeric(_steps(h, "first_quarter", 0)[metrics.REWARD_MEAN], errors="coerce").dropna()
+            last = pd.to_numeric(_steps(h, "last_quarter", 0)[metrics.REWARD_MEAN], errors="coerce").dropna()
+            n = min(len(first), len(last))
+            strata.append((first.to_numpy(float)[:n], last.to_numpy(float)[:n]))
+        reward = paired.difference_interval(strata, batches=None)
+        rows.append(f"| {model} | {algo} | {sizing} | " + " | ".join(cells) + f" | {fmt(reward, '3f')} |")
+    return rows
+
+
 def headline_markdown(collected: Collected) -> str:
     lines = headline_lines(collected)
     body = "\n".join(f"- {line}" for line in lines) if lines else "- (no controller sizing in the grid)"
     structure = "\n".join(straggler_structure(collected))
     return (
         f"# Headline results: {collected.grid.name}\n\n{body}\n\n"
+        f"## Did training improve the policy?\n\n" + "\n".join(learning_rows(collected)) + "\n\n"
         f"## Straggler rate of the fixed group sizes over training\n\n{structure}\n\n"
         "Each claim compares a controller with the largest fixed group size of the same model, "
         "algorithm and seed (same prompt stream), paired step by step or problem by problem, with "
