@@ -73,7 +73,7 @@ def test_measure_command_writes_per_group_size_report(tiny_qwen2_dir, tiny_data_
     assert [r["group_size"] for r in report["per_group_size"]] == [2, 4]
     for r in report["per_group_size"]:
         assert len(r["ratios"]) == 2 and 0.0 <= r["straggler_rate"] <= 1.0
-        assert r["lengths"]["n"] == 2 * 4 * r["group_size"]
+        assert r["lengths"]["n"] == 2 * 2 * r["group_size"]  # steps x prompts x G
         assert 1 <= r["lengths"]["median"] <= r["lengths"]["max"] <= 48
         # Every sampled completion is classified into exactly one behaviour.
         assert abs(sum(b["share"] for b in r["behaviours"].values()) - 1.0) < 1e-9

@@ -13,7 +13,7 @@ Commands (every flag has a default; bad values exit with a message naming the fl
                  ... (WarmStartParams)]
                 [--eval-samples 128] [--threads 1]
     measure     --model DIR --data DIR --out FILE.json [--group-sizes 4 8 16] [--steps 30]
-                [--tau 2.0] [--prompts-per-step 4] [--temperature 1.0]
+                [--tau 2.0] [--prompts-per-step 2] [--temperature 1.0]
                 [--max-completion-length 160] [--split train] [--seed 0] [--threads 1]
 
 Each command writes a small JSON report (``build.json`` in the output folder, or ``--out``

@@ -7,7 +7,9 @@ G times, one batched ``generate`` call), and the step straggles when
 (``sagc.lengths.length_stats(..., scope="step")``), truncated rows included.
 
 Completion length counts tokens up to and including the first eos (as TRL's completion
-mask does); a completion without eos has ``max_new_tokens`` tokens.
+mask does); a completion without eos has ``max_new_tokens`` tokens. Each G's report also
+holds the share and accuracy of every solution behaviour (``task.behaviour_of``) among the
+sampled completions: where the long rows come from, and whether they pay.
 """
 
 from __future__ import annotations
