@@ -22,10 +22,10 @@ The warm start (``warmstart.py``) teaches a *mixture* of behaviours rendered by
 * **check**: after the first pass, one or two careful re-derivations from the start to the
   target (``check: d=7 next=prev+4 find h`` then the chain again), boxing *their* result, so
   a check repairs a slip or a miscount of the first pass. Each pass adds ``8 n + 11``
-  tokens: a check row is
-  two to three times as long as a plain one, and it pays, so RL keeps it: the rare
-  per-rollout long row that makes a step at G=16 straggle far more often than at G=4
-  (``sagc.tiny.measure`` reports it).
+  tokens: a check row is two to four times as long as a plain one, the rare per-rollout
+  long row that makes a step at G=16 straggle far more often than at G=4
+  (``sagc.tiny.measure`` reports it). In the data a check always pays; the tiny models
+  learn it less reliably than the first pass (the tiny README has the measured shares).
 
 Why this shape:
 

@@ -12,10 +12,11 @@ target is ``task.render_completion`` of the row's problem in a behaviour drawn p
 * ``lesson_frac``: extra check examples whose loss starts after the check line, so the
   model learns to check well without learning to start checks more often.
 
-Sampling at temperature 1 reproduces these shares approximately. The wrong behaviours are
-what RL removes (the accuracy gain); the check is rare per rollout, about three times longer
-than a plain chain, and it pays, so RL keeps it: a step of P x G rollouts straggles far more
-often at G=16 than at G=4 (``sagc.tiny.measure`` reports it).
+Sampling at temperature 1 reproduces these shares approximately (natural errors add
+slips and miscounts). The wrong behaviours are what RL removes (the accuracy gain); the
+check is rare per rollout and two to four times longer than a plain chain, so a step of
+P x G rollouts straggles far more often at G=16 than at G=4 (``sagc.tiny.measure`` reports
+it).
 
 A plain PyTorch loop (not TRL's SFTTrainer): a minute of CPU, no Trainer machinery, fully
 seeded. The loss is on completion tokens only.
