@@ -12,7 +12,7 @@ Stable names (other parts' tests use them; do not rename):
 
 The models are *fast*, not good: a small shape (~0.1M parameters) with ~13 s of warm
 start each: sampled at temperature 1 they mostly follow the solution format and stop with
-eos (format reward varies within groups), sometimes ramble, and are right only a few
+eos (format reward varies within groups), sometimes check their work, and are right only a few
 percent of the time (correctness is mostly 0). Tests that need the
 calibrated default models build them with ``python -m sagc.tiny base-model``.
 Everything is seeded, so fixtures are identical across runs.
@@ -66,7 +66,7 @@ def _fast_model(arch, data_dir, tokenizer_dir, out):
         # ~13 s per model on one thread: enough to learn the format (about 2/3 of sampled
         # completions end with one box), not the arithmetic (accuracy a few percent).
         warm=WarmStartParams(steps=120, batch_size=16, learning_rate=5e-3, warmup_steps=5,
-                             ramble_frac=0.05, max_length=160),
+                             check_frac=0.05, max_length=160),
         eval_samples=0,
     )
     return out

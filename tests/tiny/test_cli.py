@@ -44,8 +44,8 @@ def test_bad_model_and_measure_flags_name_the_flag(tiny_data_dir, tiny_tokenizer
             str(tiny_tokenizer_dir), "--out", str(tmp_path / "m")]
     with pytest.raises(SystemExit, match="--hidden-size"):
         main(base + ["--hidden-size", "30"])
-    with pytest.raises(SystemExit, match="--warm-ramble-frac"):
-        main(base + ["--warm-ramble-frac", "1.5"])
+    with pytest.raises(SystemExit, match="--warm-check-frac"):
+        main(base + ["--warm-check-frac", "1.5"])
     meas = ["measure", "--model", str(tiny_qwen2_dir), "--data", str(tiny_data_dir), "--out",
             str(tmp_path / "m.json")]
     with pytest.raises(SystemExit, match="--tau"):
@@ -73,6 +73,9 @@ def test_measure_command_writes_per_group_size_report(tiny_qwen2_dir, tiny_data_
     assert [r["group_size"] for r in report["per_group_size"]] == [2, 4]
     for r in report["per_group_size"]:
         assert len(r["ratios"]) == 2 and 0.0 <= r["straggler_rate"] <= 1.0
-        assert r["lengths"]["n"] == 2 * 4 * r["group_size"]
+        assert r["lengths"]["n"] == 2 * 2 * r["group_size"]  # steps x prompts x G
         assert 1 <= r["lengths"]["median"] <= r["lengths"]["max"] <= 48
-    assert report["tau"] == 2.0 and report["prompts_per_step"] == 4
+        # Every sampled completion is classified into exactly one behaviour.
+        assert abs(sum(b["share"] for b in r["behaviours"].values()) - 1.0) < 1e-9
+        assert set(r["behaviours"]) == {"plain", "miscount", "slip", "check", "other"}
+    assert report["tau"] == 2.0 and report["prompts_per_step"] == 2

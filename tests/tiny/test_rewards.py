@@ -22,6 +22,8 @@ def test_correct_wrong_and_malformed():
     answers = ["2"] * len(completions)
     assert correctness_reward(None, completions, answer=answers) == [1.0, 0, 0, 0, 0, 1.0, 1.0, 0, 0]
     assert format_reward(None, completions, answer=answers) == [FORMAT_REWARD, FORMAT_REWARD] + [0.0] * 7
+    # An indicator: the config weight (rewards.format) is the only scale applied.
+    assert FORMAT_REWARD == 1.0
 
 
 def test_non_string_and_conversational_completions_never_raise():

@@ -8,12 +8,15 @@ import pytest
 
 from sagc.answers import extract_boxed, is_correct
 from sagc.tiny.task import (
+    CHECK_LINE,
     SPLITS,
+    Problem,
     TaskParams,
     apply_op,
+    behaviour_of,
     generate_splits,
     load_split,
-    ramble_solution,
+    render_completion,
     write_splits,
 )
 
@@ -34,7 +37,7 @@ def test_rows_follow_the_contract_and_answers_are_right():
     for rows in splits.values():
         for row in rows:
             assert set(row) >= {"prompt", "answer", "solution", "n_steps"}
-            assert row["prompt"].endswith("Solution:\n")
+            assert row["prompt"].endswith("\n") and row["prompt"].count("\n") == 1
             assert row["solution"].endswith("\\boxed{" + row["answer"] + "}")
             assert extract_boxed(row["solution"]) == row["answer"]
             assert is_correct(row["solution"], row["answer"])
@@ -45,10 +48,9 @@ def test_rows_follow_the_contract_and_answers_are_right():
 def test_answer_is_recomputed_from_the_prompt():
     """Re-evaluate the chain from the prompt text alone: the reference answer must match."""
     for row in generate_splits(SMALL, seed=3)["train"][:100]:
-        _, start, rule, find, _ = row["prompt"].split("\n", 4)
+        start, rule, _, target = row["prompt"].split()
         letter, value = start.split("=")
-        op, x = rule[len("Rule: next=prev")], int(rule[len("Rule: next=prev") + 1 :])
-        target = find.split()[1].rstrip(".")
+        op, x = rule[len("next=prev")], int(rule[len("next=prev") + 1 :])
         steps = ord(target) - ord(letter)
         assert steps == row["n_steps"]
         value = int(value)
@@ -64,12 +66,13 @@ def test_eval_is_held_out_and_heldout_is_longer():
     assert min(r["n_steps"] for r in splits["heldout"]) > max(r["n_steps"] for r in splits["train"])
 
 
-def test_step_counts_are_right_skewed_with_a_tail():
+def test_step_counts_are_narrow_so_problems_alone_rarely_straggle():
+    """Plain chains of a step should stay within ~2x of each other: the long rows that make
+    a step straggle are meant to come from the per-rollout check, not from the problems."""
     n = np.array([r["n_steps"] for r in generate_splits(TaskParams(n_train=3000, n_eval=0, n_heldout=0), 0)["train"]])
-    assert np.median(n) == 4
-    assert n.mean() > np.median(n)  # right skew
-    assert n.max() >= 2.5 * np.median(n)  # a real tail
-    assert n.min() >= 2
+    assert np.median(n) == 3
+    assert n.min() >= 2 and n.max() <= 5
+    assert 0.3 <= np.mean(n == 3) <= 0.5 and np.mean(n == 5) <= 0.15  # typical problems, a short tail
 
 
 def test_write_and_load_round_trip(tmp_path):
@@ -102,7 +105,7 @@ def test_load_split_errors_name_the_file(tmp_path):
         ({"max_steps": 1}, "max_steps"),
         ({"median_steps": 0}, "median_steps"),
         ({"sigma_steps": -1}, "sigma_steps"),
-        ({"heldout_min_steps": 12}, "heldout_min_steps"),
+        ({"heldout_min_steps": 5}, "heldout_min_steps"),
         ({"heldout_max_steps": 30}, "heldout_max_steps"),
         ({"n_train": 0}, "n_train"),
         ({"n_eval": -1}, "n_eval"),
@@ -122,8 +125,57 @@ def test_bad_seed_is_rejected():
         generate_splits(SMALL, seed="0")
 
 
-def test_ramble_solution_repeats_the_work_and_keeps_the_answer():
-    row = generate_splits(SMALL, seed=0)["train"][0]
-    long = ramble_solution(row, random.Random(0), continue_prob=0.9)
-    assert len(long) > 2 * len(row["solution"])
-    assert long.count("\\boxed{") == 1 and is_correct(long, row["answer"])
+PROBLEM = Problem("d", 7, "+", 4, 4)
+
+
+def test_prompt_round_trips_and_bad_prompts_are_rejected():
+    assert PROBLEM.prompt == "d=7 next=prev+4 find h\n"
+    assert Problem.from_prompt(PROBLEM.prompt) == PROBLEM
+    for bad in ("d=7 next=prev+4 find h", "h=7 next=prev+4 find d\n", None):
+        with pytest.raises(ValueError, match="prompt|target"):
+            Problem.from_prompt(bad)
+
+
+def test_reference_solution_writes_every_operation():
+    assert PROBLEM.solution == "e=7+4=1\nf=1+4=5\ng=5+4=9\nh=9+4=3\n\\boxed{3}"
+    assert PROBLEM.answer == "3"
+
+
+@pytest.mark.parametrize("op", ["+", "-"])
+def test_each_behaviour_is_recognised_and_judged(op):
+    """The answer checker on every behaviour: plain and check right, slip and miscount wrong,
+    and a check repairs a slip or a miscount of the first pass."""
+    rng = random.Random(0)
+    for _ in range(200):
+        p = Problem(rng.choice("abcdefg"), rng.randrange(10), op, rng.randint(1, 9), rng.randint(2, 5))
+        slip = (rng.randint(1, p.n_steps), rng.randint(1, 9))
+        cases = {
+            "plain": (render_completion(p), True),
+            "slip": (render_completion(p, slip=slip), False),
+            "miscount": (render_completion(p, stop_shift=rng.choice([-1, 1])), False),
+            "check": (render_completion(p, slip=slip, checks=rng.randint(1, 2)), True),
+            "check ": (render_completion(p, stop_shift=rng.choice([-1, 1]), checks=1), True),
+        }
+        for behaviour, (text, right) in cases.items():
+            assert behaviour_of(text, p) == behaviour.strip(), text
+            assert is_correct(text, p.answer) is right, text
+            assert text.count("\\boxed{") == 1 and text.endswith("}")
+    assert behaviour_of("garbage", PROBLEM) == behaviour_of(None, PROBLEM) == "other"
+
+
+def test_a_check_is_at_least_two_and_a_half_times_as_long():
+    """A check pass restates the problem and re-derives it: one pass makes a row at least
+    2.4x a plain one (the straggler threshold of the default config is 2.5 on the median of
+    a step), two passes at least 3.8x. The warm start draws one or two."""
+    for n in (2, 3, 4, 5):
+        p = Problem("c", 3, "-", 7, n)
+        plain, one, two = (len(render_completion(p, checks=k)) for k in (0, 1, 2))
+        assert 2.4 * plain < one < 2.9 * plain
+        assert 3.8 * plain < two < 4.7 * plain
+        assert render_completion(p, checks=2).count(CHECK_LINE) == 2
+
+
+@pytest.mark.parametrize("kwargs", [{"stop_shift": -4}, {"slip": (5, 3)}, {"slip": (1, 10)}, {"checks": -1}])
+def test_impossible_behaviours_are_rejected(kwargs):
+    with pytest.raises(ValueError):
+        render_completion(PROBLEM, **kwargs)

@@ -77,7 +77,7 @@ def test_default_models_are_two_architectures_of_similar_size(tiny_tokenizer_dir
     assert isinstance(qwen, Qwen2ForCausalLM) and isinstance(llama, LlamaForCausalLM)
     assert qwen.model.layers[0].self_attn.q_proj.bias is not None  # Qwen2: biased qkv
     assert llama.model.layers[0].self_attn.q_proj.bias is None
-    assert 0.5e6 < n_parameters(qwen) < 2e6 and 0.5e6 < n_parameters(llama) < 2e6
+    assert 0.3e6 < n_parameters(qwen) < 1e6 and 0.3e6 < n_parameters(llama) < 1e6
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,8 @@ from sagc.tiny.measure import SampleParams, accuracy, sample_completions
 from sagc.tiny.models import ModelSize, build_model
 from sagc.tiny.task import TaskParams, generate_splits
 from sagc.tiny.tokenizer import load_tokenizer
-from sagc.tiny.warmstart import WarmStartParams, warm_start
+from sagc.tiny.task import CHECK_LINE, Problem, behaviour_of
+from sagc.tiny.warmstart import WarmStartParams, _encode, draw_behaviour, warm_start
 
 # An easy corner of the task family (mod 4, one operator, 2-4 steps: 12 arithmetic facts)
 # keep this test to well under a minute; the default recipe is the same code and model shape
@@ -29,7 +30,8 @@ def test_warm_start_beats_chance_and_stops_with_eos(tiny_tokenizer_dir):
     before = accuracy(model, tok, splits["eval"], sample, greedy=True)
     report = warm_start(model, tok, splits["train"],
                         WarmStartParams(steps=250, batch_size=16, learning_rate=3e-3, warmup_steps=10,
-                                        ramble_frac=0.0), seed=11)
+                                        miscount_frac=0.0, slip_frac=0.0, check_frac=0.0, lesson_frac=0.0),
+                        seed=11, modulus=EASY.modulus)
     after = accuracy(model, tok, splits["eval"], sample, greedy=True)
     assert before["accuracy"] == 0.0
     assert after["format_rate"] >= 0.9  # learnt the format: one final box, then eos
@@ -41,7 +43,9 @@ def test_warm_start_beats_chance_and_stops_with_eos(tiny_tokenizer_dir):
 @pytest.mark.parametrize(
     "kwargs, name",
     [({"steps": -1}, "steps"), ({"batch_size": 0}, "batch_size"), ({"learning_rate": 0.0}, "learning_rate"),
-     ({"ramble_frac": 1.0}, "ramble_frac"), ({"ramble_continue": -0.1}, "ramble_continue"),
+     ({"miscount_frac": 1.0}, "miscount_frac"), ({"slip_frac": -0.1}, "slip_frac"),
+     ({"check_frac": 1.5}, "check_frac"), ({"check_continue": 1.0}, "check_continue"),
+     ({"lesson_frac": -1}, "lesson_frac"), ({"max_checks": 0}, "max_checks"),
      ({"max_length": 8}, "max_length")],
 )
 def test_bad_warm_start_parameters_name_the_parameter(kwargs, name):
@@ -66,3 +70,51 @@ def test_sample_completions_lengths_count_eos_and_cap(tiny_qwen2_dir, tiny_data_
     assert len(texts) == len(lengths) == 6
     assert all(1 <= n <= 24 for n in lengths)
     assert all(isinstance(t, str) and tok.eos_token not in t for t in texts)
+
+
+def test_behaviour_mixture_matches_the_configured_shares():
+    """The SFT targets hold each behaviour at its configured rate (binomial 4-sigma bounds);
+    checks repeat at the continue rate, up to ``max_checks``; lessons always check."""
+    import random
+
+    params = WarmStartParams(miscount_frac=0.25, slip_frac=0.15, check_frac=0.03, check_continue=0.5,
+                             max_checks=2, lesson_slip_frac=0.5)
+    rng, n = random.Random(0), 20000
+    problems = [Problem(rng.choice("abcdefgh"), rng.randrange(10), rng.choice("+-"), rng.randint(1, 9),
+                        rng.randint(2, 5)) for _ in range(200)]
+    seen = {"miscount": 0, "slip": 0, "check": 0}
+    passes = []
+    for i in range(n):
+        p = problems[i % len(problems)]
+        text, flags = draw_behaviour(p, rng, params)
+        for k in seen:
+            seen[k] += flags[k]
+        if flags["check"]:
+            passes.append(text.count(CHECK_LINE))
+            assert behaviour_of(text, p) == "check"
+        elif flags["miscount"]:
+            assert behaviour_of(text, p) == "miscount"
+        else:
+            assert behaviour_of(text, p) == ("slip" if flags["slip"] else "plain")
+    for k, want in (("miscount", 0.25), ("slip", 0.15), ("check", 0.03)):
+        assert abs(seen[k] / n - want) < 4 * (want * (1 - want) / n) ** 0.5, (k, seen[k] / n)
+    assert set(passes) == {1, 2} and 0.4 < passes.count(2) / len(passes) < 0.6
+    lessons = [draw_behaviour(problems[0], rng, params, lesson=True)[1] for _ in range(2000)]
+    assert all(f["check"] for f in lessons)
+    assert 0.45 < sum(f["slip"] for f in lessons) / 2000 < 0.55
+
+
+def test_a_lesson_trains_only_the_check(tiny_tokenizer_dir):
+    """A lesson's loss starts after the check line: the decision to start a check is only
+    learnt from ordinary examples, at ``check_frac``."""
+    tok = load_tokenizer(tiny_tokenizer_dir)
+    p = Problem("a", 1, "+", 2, 2)
+    from sagc.tiny.task import render_completion
+
+    text = render_completion(p, slip=(1, 3), checks=1)
+    ids, n_context = _encode(tok, p.prompt, text, 160, lesson=True)
+    assert tok.decode(ids[:n_context]) == p.prompt + "b=1+2=6\nc=6+2=8\n" + CHECK_LINE
+    assert tok.decode(ids[n_context:], skip_special_tokens=True) == (
+        ": a=1 next=prev+2 find c\nb=1+2=3\nc=3+2=5\n\\boxed{5}")
+    ids, n_context = _encode(tok, p.prompt, text, 160)
+    assert tok.decode(ids[:n_context]) == p.prompt

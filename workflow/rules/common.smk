@@ -84,6 +84,7 @@ def eval_args(model, out_dir, cell_id):
             "batch_size": ev.get("batch_size"),
             "temperature": ev.get("temperature"),
             "top_p": ev.get("top_p"),
+            "repeats": ev.get("repeats"),
             "tp": ev.get("tensor_parallel_size"),
             "gpu_memory_utilization": ev.get("gpu_memory_utilization"),
             "max_model_len": ev.get("max_model_len"),

@@ -4,8 +4,8 @@
 if WORLD == "tiny":
 
     rule tiny_data:
-        """Synthetic multi-step arithmetic with step-by-step solutions whose length is
-        heavy-tailed: train / eval splits and a harder held-out split, from a seed."""
+        """Synthetic multi-step arithmetic with step-by-step solutions: train / eval splits
+        and a held-out split of longer chains, from a seed."""
         output:
             train=f"{ROOT}/data/train.jsonl",
             eval=f"{ROOT}/data/eval.jsonl",
@@ -36,8 +36,9 @@ if WORLD == "tiny":
             "python -m sagc.tiny tokenizer --data {params.data:q} --out {output:q} > {log:q} 2>&1"
 
     rule tiny_base_model:
-        """A tiny model of the paper model's architecture class, warm-started (SFT) on the
-        task's solutions: some accuracy to improve on, and a rambling tail to straggle."""
+        """A tiny model of the paper model's architecture class, warm-started (SFT) on a
+        mixture of solution behaviours: wrong ones for RL to remove, and a rare, long
+        self-check that repairs mistakes, the per-rollout tail that straggles."""
         input:
             data=rules.tiny_data.output.train,
             tokenizer=rules.tiny_tokenizer.output,
@@ -64,7 +65,7 @@ if WORLD == "tiny":
 
     rule tiny_stragglers:
         """How often a step straggles at each fixed G under the base model (the phenomenon
-        the grid measures), with the length distribution."""
+        the grid measures), with the length distribution and the share of each behaviour."""
         input:
             model=f"{ROOT}/models/{{model}}/base",
             data=rules.tiny_data.output.train,

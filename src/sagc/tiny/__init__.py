@@ -5,7 +5,8 @@ seed by ``python -m sagc.tiny {data,tokenizer,base-model,measure}`` (see ``cli.p
 
 Public API (heavy imports stay lazy so ``import sagc.tiny`` is cheap):
 
-* task: ``TaskParams``, ``generate_splits``, ``write_splits``, ``load_split``, ``SPLITS``
+* task: ``TaskParams``, ``generate_splits``, ``write_splits``, ``load_split``, ``SPLITS``,
+  ``Problem``, ``render_completion``, ``behaviour_of``, ``BEHAVIOURS``
 * rewards: ``correctness_reward``, ``format_reward``, ``REWARD_FUNCS``, ``FORMAT_REWARD``
 * tokenizer: ``train_tokenizer``, ``save_tokenizer``, ``load_tokenizer``
 * models: ``ModelSize``, ``build_model``, ``save_model``, ``load_model``, ``MODEL_NAMES``
@@ -21,7 +22,8 @@ import importlib
 
 _EXPORTS = {
     "TaskParams": "task", "generate_splits": "task", "write_splits": "task",
-    "load_split": "task", "SPLITS": "task",
+    "load_split": "task", "SPLITS": "task", "Problem": "task", "render_completion": "task",
+    "behaviour_of": "task", "BEHAVIOURS": "task",
     "correctness_reward": "rewards", "format_reward": "rewards", "REWARD_FUNCS": "rewards",
     "FORMAT_REWARD": "rewards",
     "train_tokenizer": "tokenizer", "save_tokenizer": "tokenizer", "load_tokenizer": "tokenizer",

@@ -21,6 +21,14 @@ from sagc.tiny.defaults import DEFAULT_VOCAB_SIZE
 # seconds-long pipeline step and should not pay for importing them.
 
 
+def task_modulus(data_dir: Path) -> int:
+    """The modulus of the task in ``data_dir`` (its ``task.json``; 10 when absent)."""
+    meta = Path(data_dir) / "task.json"
+    if not meta.is_file():
+        return TaskParams().modulus
+    return int(json.loads(meta.read_text())["params"]["modulus"])
+
+
 def build_data(out_dir: Path, seed: int = 0, params: TaskParams | None = None) -> dict:
     t0 = time.perf_counter()
     sizes = write_splits(Path(out_dir), (params or TaskParams()).validate(), seed)
@@ -66,7 +74,8 @@ def build_base_model(arch: str, data_dir: Path, tokenizer_dir: Path, out_dir: Pa
     tok = load_tokenizer(tokenizer_dir)
     train_rows = load_split(data_dir, "train")
     model = build_model(arch, tok, size, seed=seed)
-    warm_report = warm_start(model, tok, train_rows, warm, seed=seed, log_every=log_every)
+    warm_report = warm_start(model, tok, train_rows, warm, seed=seed, log_every=log_every,
+                             modulus=task_modulus(data_dir))
     report = {
         "model": MODEL_NAMES[arch],
         "arch": arch,

@@ -2,17 +2,18 @@
 
 Commands (every flag has a default; bad values exit with a message naming the flag)::
 
-    data        --out DIR [--seed 0] [--n-train 4000 --n-eval 200 --n-heldout 200
-                 --median-steps 4 --sigma-steps 0.4 --min-steps 2 --max-steps 12
-                 --heldout-min-steps 13 --heldout-max-steps 20 --modulus 10 --operators "+-*"]
+    data        --out DIR [--seed 0] [--n-train 4000 --n-eval 256 --n-heldout 128
+                 --median-steps 3 --sigma-steps 0.3 --min-steps 2 --max-steps 5
+                 --heldout-min-steps 6 --heldout-max-steps 8 --modulus 10 --operators "+-"]
     tokenizer   --data DIR --out DIR [--vocab-size 384]
     base-model  --arch qwen2|llama --data DIR --tokenizer DIR --out DIR [--seed 0]
                 [--hidden-size ... --num-layers ... (ModelSize)]
                 [--warm-steps 500 --warm-batch-size 16 --warm-learning-rate 3e-3
-                 --warm-ramble-frac 0.008 --warm-ramble-continue 0.85 ... (WarmStartParams)]
+                 --warm-miscount-frac 0.3 --warm-slip-frac 0.2 --warm-check-frac 0.02
+                 ... (WarmStartParams)]
                 [--eval-samples 128] [--threads 1]
     measure     --model DIR --data DIR --out FILE.json [--group-sizes 4 8 16] [--steps 30]
-                [--tau 2.0] [--prompts-per-step 4] [--temperature 1.0]
+                [--tau 2.0] [--prompts-per-step 2] [--temperature 1.0]
                 [--max-completion-length 160] [--split train] [--seed 0] [--threads 1]
 
 Each command writes a small JSON report (``build.json`` in the output folder, or ``--out``

@@ -7,7 +7,9 @@ G times, one batched ``generate`` call), and the step straggles when
 (``sagc.lengths.length_stats(..., scope="step")``), truncated rows included.
 
 Completion length counts tokens up to and including the first eos (as TRL's completion
-mask does); a completion without eos has ``max_new_tokens`` tokens.
+mask does); a completion without eos has ``max_new_tokens`` tokens. Each G's report also
+holds the share and accuracy of every solution behaviour (``task.behaviour_of``) among the
+sampled completions: where the long rows come from, and whether they pay.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import torch
 
 from sagc.lengths import as_groups, length_stats
 from sagc.tiny.rewards import correctness_reward, format_reward
+from sagc.tiny.task import BEHAVIOURS, Problem, behaviour_of
 
 from sagc.tiny.defaults import (  # noqa: F401  (re-exported)
     DEFAULT_MAX_COMPLETION_LENGTH,
@@ -119,6 +122,21 @@ def accuracy(model, tokenizer, rows: list[dict], params: SampleParams, greedy: b
     }
 
 
+def behaviour_shares(texts: list[str], prompts: list[str], correct: list[float]) -> dict:
+    """Share, accuracy and mean character length of each behaviour (``task.behaviour_of``)
+    among sampled completions: how much of each the policy uses, and what each pays."""
+    rows: dict[str, list] = {b: [] for b in (*BEHAVIOURS, "other")}
+    for text, prompt, c in zip(texts, prompts, correct):
+        try:
+            b = behaviour_of(text, Problem.from_prompt(prompt))
+        except ValueError:  # not a tiny-task prompt
+            b = "other"
+        rows[b].append(c)
+    n = max(1, len(texts))
+    return {b: {"share": len(v) / n, "accuracy": float(np.mean(v)) if v else None}
+            for b, v in rows.items()}
+
+
 def describe_lengths(lengths: list[int], cap: int) -> dict:
     a = np.asarray(lengths, dtype=float)
     return {
@@ -144,6 +162,7 @@ class GroupSizeResult:
     update_seconds_mean: float  # forward + backward on the step's rollouts
     generation_share: float  # generate / (generate + update)
     lengths: dict = field(default_factory=dict)
+    behaviours: dict = field(default_factory=dict)
     ratios: list = field(default_factory=list)
 
 
@@ -170,6 +189,7 @@ def measure_group_sizes(model, tokenizer, rows: list[dict], group_sizes: list[in
         rng = random.Random(seed * 1000 + g)
         torch.manual_seed(seed * 1000 + g)
         flags, ratios, rewards, varied, secs, upd, lens_g = [], [], [], [], [], [], []
+        texts_g, prompts_g = [], []
         for _ in range(steps):
             chunk = rng.sample(rows, prompts_per_step)
             prompts = [r["prompt"] for r in chunk for _ in range(g)]
@@ -185,6 +205,8 @@ def measure_group_sizes(model, tokenizer, rows: list[dict], group_sizes: list[in
             ratios.append(stats.ratio)
             flags.append(stats.ratio > tau)
             rewards += correct
+            texts_g += texts
+            prompts_g += prompts
             varied += [len(set(correct[i * g : (i + 1) * g])) > 1 for i in range(prompts_per_step)]
             lens_g += lens
         all_lengths += lens_g
@@ -199,6 +221,7 @@ def measure_group_sizes(model, tokenizer, rows: list[dict], group_sizes: list[in
             update_seconds_mean=float(np.mean(upd)) if upd else float("nan"),
             generation_share=float(np.sum(secs) / (np.sum(secs) + np.sum(upd))) if upd else float("nan"),
             lengths=describe_lengths(lens_g, params.max_new_tokens),
+            behaviours=behaviour_shares(texts_g, prompts_g, rewards),
             ratios=[round(r, 3) for r in ratios],
         ))
     return {

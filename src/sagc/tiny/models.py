@@ -2,7 +2,7 @@
 
 ``tiny-qwen2`` is a ``Qwen2ForCausalLM`` (biased q/k/v projections, like Qwen2.5) and
 ``tiny-llama`` a ``LlamaForCausalLM`` (no biases, like Llama-3.2); both tie their input and
-output embeddings, as the 3B models of the paper do. Size: see ``ModelSize`` (about 1M
+output embeddings, as the 3B models of the paper do. Size: see ``ModelSize`` (about 0.43M
 parameters by default): small enough that a GRPO step at G=16 on one CPU thread is
 dominated by generation, big enough to learn the task partly in a minute.
 """
@@ -28,7 +28,7 @@ class ModelSize:
     prompt plus the evaluation's completion cap (prompt ~190 + 256 tokens for 20 steps)."""
 
     hidden_size: int = 128
-    num_layers: int = 4
+    num_layers: int = 2
     num_heads: int = 4
     num_kv_heads: int = 2
     intermediate_size: int = 384

@@ -1,12 +1,14 @@
 """Reward functions of the tiny world, in TRL's signature ``fn(prompts, completions, **kw)``.
 
-Weights (documented defaults; the trainer sums the functions it is given):
+Both are indicators (1.0 or 0.0); the scale is the config's weight (``rewards.<name>``,
+TRL's ``reward_weights``), which the trainer applies once (default: correctness 1.0,
+format 0.1: small, so it shapes the format without outweighing correctness).
 
 * ``correctness_reward``: 1.0 when the last ``\\boxed{}`` equals the reference ``answer``
   column (``sagc.answers.is_correct``), else 0.0.
-* ``format_reward``: ``FORMAT_REWARD`` = 0.1 for a well-formed solution: exactly one
+* ``format_reward``: ``FORMAT_REWARD`` = 1.0 for a well-formed solution: exactly one
   ``\\boxed{...}``, non-empty, at the end of the completion (nothing but whitespace after it),
-  else 0.0. Small so it shapes format without outweighing correctness.
+  else 0.0.
 
 Both accept completions as strings (standard format) or as conversational message lists
 (``[{"role": "assistant", "content": ...}]``) and never raise on model output: a malformed,
@@ -20,7 +22,7 @@ from typing import Any, Sequence
 
 from sagc.answers import extract_boxed, is_correct
 
-FORMAT_REWARD = 0.1
+FORMAT_REWARD = 1.0
 CORRECT_REWARD = 1.0
 
 _BOXED_AT_END = re.compile(r"\\boxed\{[^{}]*(\{[^{}]*\}[^{}]*)*\}\s*$")

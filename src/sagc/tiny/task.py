@@ -1,14 +1,10 @@
-"""A synthetic step-by-step reasoning task with verifiable answers and long-tailed lengths.
+"""A synthetic step-by-step reasoning task whose solution *behaviours* differ in length and accuracy.
 
 Each problem iterates one modular-arithmetic rule over consecutive letters::
 
-    Compute mod 10, one step per line.
-    d=7
-    Rule: next=prev+4
-    Find h. Put the final answer in \\boxed{}.
-    Solution:
+    d=7 next=prev+4 find h
 
-and its reference solution evaluates one step per line::
+and its reference solution writes one value per line, then boxes the last one::
 
     e=7+4=1
     f=1+4=5
@@ -16,22 +12,34 @@ and its reference solution evaluates one step per line::
     h=9+4=3
     \\boxed{3}
 
+The warm start (``warmstart.py``) teaches a *mixture* of behaviours rendered by
+``render_completion``, so that RL has choices to select between, as in reasoning RL:
+
+* **plain**: the chain above (``8 n + 5`` tokens for ``n`` steps);
+* **miscount**: the chain stops one letter early or late (always wrong): a policy error
+  RL can remove, the main source of the accuracy gain;
+* **slip**: a wrong value at one step, carried on to the end (wrong): a sloppy first pass;
+* **check**: after the first pass, one or two careful re-derivations from the start to the
+  target (``check: d=7 next=prev+4 find h`` then the chain again), boxing *their* result, so
+  a check repairs a slip or a miscount of the first pass. Each pass adds ``8 n + 11``
+  tokens: a check row is two to four times as long as a plain one, the rare per-rollout
+  long row that makes a step at G=16 straggle far more often than at G=4
+  (``sagc.tiny.measure`` reports it). In the data a check always pays; the tiny models
+  learn it less reliably than the first pass (the tiny README has the measured shares).
+
 Why this shape:
 
-* Completion length is set by the problem (8 tokens per step), and the number of steps is
-  drawn from a clipped log-normal, so lengths are right-skewed with a heavy tail, the
-  property SAGC reacts to.
-* Every line is a one-digit computation on the previous line's result plus knowing when
-  to stop (the target letter). A ~1M-parameter model learns the format within seconds and
-  the arithmetic only partly in a minute of CPU training; an error anywhere spoils the
-  answer, so accuracy falls with the number of steps and RL has a real signal. (A first
-  version with a different operation per step, looked up in the prompt, stayed at chance
-  after minutes of CPU training: the lookup is too slow to learn at this size.)
-* The first letter is random, so every letter is seen in every position in training; the
-  held-out split only has more steps (longer chains) than training, not unseen symbols.
+* Lengths are set by the step count (a clipped log-normal with a narrow spread, so that
+  problems alone rarely make a step straggle) and by the per-rollout behaviour.
+* Every operation is written out (``e=7+4=1``), so each digit is a local lookup that a
+  ~0.4M-parameter model learns in a minute of SFT (a version that wrote only ``e=1`` stayed
+  at chance): accuracy is limited by the behaviours, not by the arithmetic, and RL that
+  removes a wrong behaviour moves accuracy by a measurable amount.
+* The first letter is random, so every letter is seen in every position; the held-out split
+  only has more steps (longer chains) than training, not unseen symbols.
 
-The prompt is a plain string (TRL "standard" format) that ends where the completion
-begins; ``sagc.answers`` judges the final ``\\boxed{}`` answer.
+The prompt is a plain string (TRL "standard" format) that ends where the completion begins;
+``sagc.answers`` judges the final ``\\boxed{}`` answer.
 """
 
 from __future__ import annotations
@@ -39,6 +47,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import re
 import string
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -49,11 +58,15 @@ SPLITS = ("train", "eval", "heldout")
 
 OPERATORS = ("+", "-", "*")
 
-PROMPT_HEADER = "Compute mod {modulus}, one step per line."
-PROMPT_FOOTER = "Find {target}. Put the final answer in \\boxed{{}}.\nSolution:\n"
+#: Solution behaviours the warm start mixes (see the module docstring).
+BEHAVIOURS = ("plain", "miscount", "slip", "check")
 
-#: Text that opens a re-verification pass in the warm-start data (see ``ramble_solution``).
-CHECK_LINE = "Check again:"
+#: The word that opens the careful re-derivation of a ``check`` completion; the line goes on
+#: to restate the problem (``check: d=7 next=prev+4 find h``), so the re-derivation starts
+#: from a fresh copy of the start value and the target, as the first pass does.
+CHECK_LINE = "check"
+
+_PROMPT = re.compile(r"^([a-z])=(\d+) next=prev([+\-*])(\d+) find ([a-z])\n$")
 
 
 @dataclass(frozen=True)
@@ -67,16 +80,16 @@ class TaskParams:
     """
 
     modulus: int = 10
-    median_steps: float = 4.0
-    sigma_steps: float = 0.4
+    median_steps: float = 3.0
+    sigma_steps: float = 0.3
     min_steps: int = 2
-    max_steps: int = 12
-    heldout_min_steps: int = 13
-    heldout_max_steps: int = 20
+    max_steps: int = 5
+    heldout_min_steps: int = 6
+    heldout_max_steps: int = 8
     n_train: int = 4000
-    n_eval: int = 200
-    n_heldout: int = 200
-    operators: str = "+-*"
+    n_eval: int = 256
+    n_heldout: int = 128
+    operators: str = "+-"
 
     def validate(self) -> "TaskParams":
         """Raise ``ValueError`` naming the parameter when a value is out of range."""
@@ -111,9 +124,10 @@ class TaskParams:
             fail("heldout_min_steps", "must be > max_steps (held-out problems are longer)")
         if self.heldout_max_steps < self.heldout_min_steps:
             fail("heldout_max_steps", "must be >= heldout_min_steps")
-        # One letter per variable: the start value plus one per step.
-        if self.heldout_max_steps + 1 > len(string.ascii_lowercase):
-            fail("heldout_max_steps", f"must be <= {len(string.ascii_lowercase) - 1} (one letter per step)")
+        # One letter per variable: the start value, one per step, and one spare letter for a
+        # chain that stops late (the ``miscount`` behaviour).
+        if self.heldout_max_steps + 2 > len(string.ascii_lowercase):
+            fail("heldout_max_steps", f"must be <= {len(string.ascii_lowercase) - 2} (one letter per step)")
         if self.n_train < 1:
             fail("n_train", "must be >= 1")
         for name in ("n_eval", "n_heldout"):
@@ -134,17 +148,28 @@ class Problem:
     op: str
     operand: int
     n_steps: int
-    modulus: int
+    modulus: int = 10
 
-    @property
-    def letters(self) -> str:
-        i = string.ascii_lowercase.index(self.start_letter)
-        return string.ascii_lowercase[i : i + self.n_steps + 1]
+    @classmethod
+    def from_prompt(cls, prompt: str, modulus: int = 10) -> "Problem":
+        """Parse a prompt written by ``prompt`` back into the problem (ValueError if not one)."""
+        m = _PROMPT.match(prompt) if isinstance(prompt, str) else None
+        if m is None:
+            raise ValueError(f"not a tiny-task prompt: {prompt!r}")
+        start, value, op, operand, target = m.groups()
+        n = ord(target) - ord(start)
+        if n < 1:
+            raise ValueError(f"target letter {target!r} does not follow start letter {start!r}: {prompt!r}")
+        return cls(start, int(value), op, int(operand), n, modulus)
 
-    def values(self) -> list[int]:
-        """The value of every variable, start included."""
+    def letter(self, k: int) -> str:
+        """The letter of the k-th variable (0 = the start)."""
+        return chr(ord(self.start_letter) + k)
+
+    def values(self, n: int | None = None) -> list[int]:
+        """The value of every variable up to step ``n`` (default: the target), start included."""
         vals = [self.start_value]
-        for _ in range(self.n_steps):
+        for _ in range(self.n_steps if n is None else n):
             vals.append(apply_op(vals[-1], self.op, self.operand, self.modulus))
         return vals
 
@@ -154,28 +179,17 @@ class Problem:
 
     @property
     def prompt(self) -> str:
-        ls = self.letters
-        lines = [PROMPT_HEADER.format(modulus=self.modulus), f"{ls[0]}={self.start_value}"]
-        lines.append(f"Rule: next=prev{self.op}{self.operand}")
-        return "\n".join(lines) + "\n" + PROMPT_FOOTER.format(target=ls[-1])
-
-    def step_lines(self) -> list[str]:
-        """One evaluated line per step, e.g. ``e=7+4=1``."""
-        ls, vals = self.letters, self.values()
-        return [f"{ls[k + 1]}={vals[k]}{self.op}{self.operand}={vals[k + 1]}" for k in range(self.n_steps)]
+        return (f"{self.start_letter}={self.start_value} next=prev{self.op}{self.operand} "
+                f"find {self.letter(self.n_steps)}\n")
 
     @property
     def solution(self) -> str:
-        return "\n".join(self.step_lines()) + "\n\\boxed{" + self.answer + "}"
+        return render_completion(self)
 
     def record(self) -> dict:
         """The JSONL row (contract: prompt, answer, solution, n_steps)."""
-        return {
-            "prompt": self.prompt,
-            "answer": self.answer,
-            "solution": self.solution,
-            "n_steps": self.n_steps,
-        }
+        return {"prompt": self.prompt, "answer": self.answer, "solution": self.solution,
+                "n_steps": self.n_steps}
 
 
 def apply_op(value: int, op: str, operand: int, modulus: int) -> int:
@@ -188,6 +202,67 @@ def apply_op(value: int, op: str, operand: int, modulus: int) -> int:
     raise ValueError(f"unknown operator {op!r}; expected one of {OPERATORS}")
 
 
+def step_line(problem: Problem, k: int, prev: int, value: int) -> str:
+    """The line of step ``k`` (1-based): ``e=7+4=1`` (letter, previous value, rule, value)."""
+    return f"{problem.letter(k)}={prev}{problem.op}{problem.operand}={value}"
+
+
+def render_completion(problem: Problem, stop_shift: int = 0, slip: tuple[int, int] | None = None,
+                      checks: int = 0) -> str:
+    """A completion of ``problem`` in one of the warm start's behaviours.
+
+    ``stop_shift``: stop that many letters after (> 0) or before (< 0) the target
+    (``miscount``). ``slip``: ``(step, offset)``: the value written at ``step`` (1-based) is
+    off by ``offset`` and later steps carry the error on. ``checks``: append that many clean
+    re-derivations from the start to the target letter, each opened by ``CHECK_LINE``, and box
+    their result (so a check repairs a slip or a miscount of the first pass). Defaults give
+    the reference solution.
+    """
+    n = problem.n_steps + stop_shift
+    if n < 1:
+        raise ValueError(f"stop_shift {stop_shift} leaves no step for a {problem.n_steps}-step problem")
+    if slip is not None and not 1 <= slip[0] <= n:
+        raise ValueError(f"slip step {slip[0]} is outside the {n} written steps")
+    if slip is not None and slip[1] % problem.modulus == 0:
+        raise ValueError(f"slip offset {slip[1]} does not change a value mod {problem.modulus}")
+    if checks < 0:
+        raise ValueError(f"checks must be >= 0, got {checks}")
+    lines, value = [], problem.start_value
+    for k in range(1, n + 1):
+        new = apply_op(value, problem.op, problem.operand, problem.modulus)
+        if slip is not None and k == slip[0]:
+            new = (new + slip[1]) % problem.modulus
+        lines.append(step_line(problem, k, value, new))
+        value = new
+    vals = problem.values()
+    for _ in range(checks):
+        lines.append(f"{CHECK_LINE}: {problem.prompt.strip()}")
+        lines += [step_line(problem, k, vals[k - 1], vals[k]) for k in range(1, problem.n_steps + 1)]
+        value = vals[-1]
+    lines.append(f"\\boxed{{{value}}}")
+    return "\n".join(lines)
+
+
+def behaviour_of(completion: str, problem: Problem) -> str:
+    """Classify a completion (e.g. a sampled one) into ``BEHAVIOURS``, or ``"other"``.
+
+    ``check`` wins over the others; ``miscount`` means the first pass stops at another
+    letter than the target; ``slip`` means it stops at the target with a wrong value.
+    """
+    if not isinstance(completion, str):
+        return "other"
+    first = completion.split(f"\n{CHECK_LINE}", 1)
+    if len(first) == 2 and "\\boxed{" in first[1]:
+        return "check"
+    lines = first[0].split("\n")
+    steps = [ln for ln in lines if re.fullmatch(r"[a-z]=\d+[+\-*]\d+=\d+", ln)]
+    if not steps or not lines[-1].startswith("\\boxed{"):
+        return "other"
+    if steps[-1][0] != problem.letter(problem.n_steps):
+        return "miscount"
+    return "plain" if steps[-1].rsplit("=", 1)[1] == problem.answer else "slip"
+
+
 def sample_n_steps(rng: random.Random, params: TaskParams, split: str) -> int:
     """Number of steps: clipped log-normal (train/eval) or uniform longer range (heldout)."""
     if split == "heldout":
@@ -198,9 +273,10 @@ def sample_n_steps(rng: random.Random, params: TaskParams, split: str) -> int:
 
 def sample_problem(rng: random.Random, n_steps: int, modulus: int, operators: str = "".join(OPERATORS)) -> Problem:
     n_letters = len(string.ascii_lowercase)
-    if not 1 <= n_steps <= n_letters - 1:
-        raise ValueError(f"n_steps must be in [1, {n_letters - 1}], got {n_steps}")
-    start = rng.randrange(0, n_letters - n_steps)
+    if not 1 <= n_steps <= n_letters - 2:
+        raise ValueError(f"n_steps must be in [1, {n_letters - 2}], got {n_steps}")
+    # Leave one letter after the target for a chain that stops late.
+    start = rng.randrange(0, n_letters - n_steps - 1)
     op = rng.choice(operators)
     # Operand 0 (and *1) would make every step trivial; keep the rule informative.
     lo = 2 if op == "*" else 1
@@ -296,28 +372,10 @@ def load_split(data_dir: Path, split: str) -> list[dict]:
     return read_jsonl(Path(data_dir) / f"{split}.jsonl")
 
 
-def ramble_solution(row: dict, rng: random.Random, continue_prob: float) -> str:
-    """The solution with re-verification passes inserted before the final box.
-
-    Used only by the warm start (the ``solution`` column stays clean): it teaches the model
-    a habit that real reasoning models have, re-checking the work again and again, at a
-    small rate. At sampling time this makes a few completions run to the length cap, the
-    per-rollout straggler mechanism SAGC is about. Each pass repeats every step line;
-    another pass follows with probability ``continue_prob``.
-    """
-    lines = row["solution"].split("\n")
-    steps, box = lines[:-1], lines[-1]
-    passes = [steps]
-    while True:
-        passes.append([CHECK_LINE] + steps)
-        if rng.random() >= continue_prob:
-            break
-    return "\n".join(line for p in passes for line in p) + "\n" + box
-
-
 def iter_texts(data_dir: Path) -> Iterator[str]:
-    """All text of the splits (tokenizer training corpus), rambling marker included."""
+    """All text of the splits (tokenizer training corpus), the check behaviour included."""
     for split in SPLITS:
         for row in load_split(data_dir, split):
             yield row["prompt"] + row["solution"]
-    yield CHECK_LINE
+            if split == "train":
+                yield render_completion(Problem.from_prompt(row["prompt"]), checks=1)

@@ -1,15 +1,22 @@
-"""Warm start: a short supervised fine-tune on the task's solutions.
+"""Warm start: a short supervised fine-tune on a mixture of solution behaviours.
 
 Why: a randomly initialised model never answers, so RL would have no signal. A short SFT
-brings the base model to a partial accuracy (it learns the format and most of the
-arithmetic, but makes mistakes on long chains), so rewards vary within a group.
+brings the base model to a partial accuracy with choices RL can select between. Each SFT
+target is ``task.render_completion`` of the row's problem in a behaviour drawn per example
+(``draw_behaviour``; shares in ``WarmStartParams``):
 
-The SFT targets are ``solution + eos``; a fraction ``ramble_frac`` of them are replaced by
-``task.ramble_solution`` (re-verification passes before the box; another pass follows
-with probability ``ramble_continue``). Sampling at temperature 1 then reproduces that habit
-at roughly that rate: most completions stop with eos at a length set by the problem, a few
-run to the length cap. That per-rollout tail is what makes a step at G=16 straggle far more
-often than at G=4 (``sagc.tiny.measure`` reports it).
+* ``miscount_frac``: the chain stops one letter early or late (always wrong);
+* ``slip_frac``: one value of the first pass is off, and the error is carried on (wrong);
+* ``check_frac``: one or two careful re-derivations (another with ``check_continue``, at
+  most ``max_checks``) follow the first pass and repair its slip or miscount;
+* ``lesson_frac``: extra check examples whose loss starts after the check line, so the
+  model learns to check well without learning to start checks more often.
+
+Sampling at temperature 1 reproduces these shares approximately (natural errors add
+slips and miscounts). The wrong behaviours are what RL removes (the accuracy gain); the
+check is rare per rollout and two to four times longer than a plain chain, so a step of
+P x G rollouts straggles far more often at G=16 than at G=4 (``sagc.tiny.measure`` reports
+it).
 
 A plain PyTorch loop (not TRL's SFTTrainer): a minute of CPU, no Trainer machinery, fully
 seeded. The loss is on completion tokens only.
@@ -22,24 +29,29 @@ import random
 import time
 from dataclasses import asdict, dataclass
 
-from sagc.tiny.task import ramble_solution
+from sagc.tiny.task import CHECK_LINE, Problem, render_completion
 
 
 @dataclass(frozen=True)
 class WarmStartParams:
     """SFT settings. ``steps`` is the knob that sets base accuracy (more steps: higher)."""
 
-    steps: int = 500
+    steps: int = 800
     batch_size: int = 16
     learning_rate: float = 3e-3
     warmup_steps: int = 20
     weight_decay: float = 0.01
-    ramble_frac: float = 0.008
-    ramble_continue: float = 0.85
-    max_length: int = 192
+    miscount_frac: float = 0.3
+    slip_frac: float = 0.15
+    check_frac: float = 0.03
+    lesson_frac: float = 0.25
+    lesson_slip_frac: float = 0.5
+    check_continue: float = 0.5
+    max_checks: int = 2
+    max_length: int = 160
 
     def validate(self) -> "WarmStartParams":
-        for name in ("steps", "batch_size", "warmup_steps", "max_length"):
+        for name in ("steps", "batch_size", "warmup_steps", "max_length", "max_checks"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise ValueError(f"warm-start parameter {name!r} must be a non-negative integer, got {v!r}")
@@ -51,9 +63,12 @@ class WarmStartParams:
             raise ValueError(f"warm-start parameter 'learning_rate' must be > 0, got {self.learning_rate!r}")
         if self.weight_decay < 0:
             raise ValueError(f"warm-start parameter 'weight_decay' must be >= 0, got {self.weight_decay!r}")
-        for name in ("ramble_frac", "ramble_continue"):
+        if self.max_checks < 1:
+            raise ValueError(f"warm-start parameter 'max_checks' must be >= 1, got {self.max_checks}")
+        for name in ("miscount_frac", "slip_frac", "check_frac", "check_continue", "lesson_frac",
+                     "lesson_slip_frac"):
             v = getattr(self, name)
-            if not 0.0 <= v < 1.0:
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= v < 1.0:
                 raise ValueError(f"warm-start parameter {name!r} must be in [0, 1), got {v!r}")
         return self
 
@@ -61,8 +76,38 @@ class WarmStartParams:
         return asdict(self)
 
 
-def _encode(tokenizer, prompt: str, target: str, max_length: int) -> tuple[list[int], int]:
-    """Token ids of prompt + target + eos (truncated) and the number of prompt tokens."""
+def draw_behaviour(problem: Problem, rng: random.Random, params: WarmStartParams,
+                   lesson: bool = False) -> tuple[str, dict]:
+    """One SFT target for ``problem`` and the behaviour flags it was drawn with.
+
+    The three draws are independent: a check can follow a slip or a miscount (and repair
+    it). A ``lesson`` always checks, after a first pass that slipped with probability
+    ``lesson_slip_frac``.
+    """
+    flags = {"miscount": rng.random() < params.miscount_frac,
+             "slip": rng.random() < (params.lesson_slip_frac if lesson else params.slip_frac),
+             "check": lesson or rng.random() < params.check_frac}
+    shift = 0
+    if flags["miscount"]:
+        shift = -1 if problem.n_steps > 1 and rng.random() < 0.5 else 1
+    n = problem.n_steps + shift
+    slip = (rng.randint(1, n), rng.randint(1, problem.modulus - 1)) if flags["slip"] else None
+    checks = 0
+    if flags["check"]:
+        checks = 1
+        while checks < params.max_checks and rng.random() < params.check_continue:
+            checks += 1
+    return render_completion(problem, stop_shift=shift, slip=slip, checks=checks), flags
+
+
+def _encode(tokenizer, prompt: str, target: str, max_length: int, lesson: bool = False
+            ) -> tuple[list[int], int]:
+    """Token ids of prompt + target + eos (truncated) and the number of context tokens (no
+    loss). A lesson's context runs to its first ``CHECK_LINE`` word included: the model learns
+    how to check without learning to start checks more often than ``check_frac``."""
+    if lesson:
+        cut = target.index(CHECK_LINE) + len(CHECK_LINE)
+        prompt, target = prompt + target[:cut], target[cut:]
     p = tokenizer(prompt, add_special_tokens=False)["input_ids"]
     t = tokenizer(target, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
     ids = (p + t)[:max_length]
@@ -85,8 +130,9 @@ def _batch(examples: list[tuple[list[int], int]], pad_id: int) -> dict:
 
 
 def warm_start(model, tokenizer, rows: list[dict], params: WarmStartParams | None = None,
-               seed: int = 0, log_every: int = 0) -> dict:
-    """Fine-tune ``model`` in place on ``rows`` (train split); return a small report."""
+               seed: int = 0, log_every: int = 0, modulus: int = 10) -> dict:
+    """Fine-tune ``model`` in place on ``rows`` (train split, of a task with ``modulus``);
+    return a small report (with the number of SFT examples of each behaviour)."""
     import torch
 
     params = (params or WarmStartParams()).validate()
@@ -107,7 +153,7 @@ def warm_start(model, tokenizer, rows: list[dict], params: WarmStartParams | Non
 
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_at)
     order: list[int] = []
-    n_ramble = 0
+    counts = {"miscount": 0, "slip": 0, "check": 0, "lesson": 0}
     losses: list[float] = []
     t0 = time.perf_counter()
     for step in range(params.steps):
@@ -117,11 +163,11 @@ def warm_start(model, tokenizer, rows: list[dict], params: WarmStartParams | Non
                 order = list(range(len(rows)))
                 rng.shuffle(order)
             row = rows[order.pop()]
-            target = row["solution"]
-            if rng.random() < params.ramble_frac:
-                target = ramble_solution(row, rng, params.ramble_continue)
-                n_ramble += 1
-            examples.append(_encode(tokenizer, row["prompt"], target, params.max_length))
+            lesson = rng.random() < params.lesson_frac
+            target, flags = draw_behaviour(Problem.from_prompt(row["prompt"], modulus), rng, params, lesson)
+            for k, v in {**flags, "lesson": lesson}.items():
+                counts[k] += int(v)
+            examples.append(_encode(tokenizer, row["prompt"], target, params.max_length, lesson))
         batch = _batch(examples, tokenizer.pad_token_id)
         loss = model(**batch).loss
         opt.zero_grad(set_to_none=True)
@@ -139,6 +185,6 @@ def warm_start(model, tokenizer, rows: list[dict], params: WarmStartParams | Non
         "params": params.to_dict(),
         "seconds": time.perf_counter() - t0,
         "final_loss": sum(tail) / len(tail),
-        "ramble_examples": n_ramble,
+        "behaviour_examples": counts,
         "examples": params.steps * params.batch_size,
     }
