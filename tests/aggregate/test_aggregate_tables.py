@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -115,15 +116,22 @@ def test_straggler_structure_by_quarter(collected):
     assert "| 100.0 " in rows["g16"] and "| 75.0 [" in rows["g16"]
 
 
-def test_learning_rows_against_the_base_model(collected):
-    from sagc.aggregate.tables import learning_rows
 
-    rows = {r.split("|")[3].strip(): r for r in learning_rows(collected)[2:]}
-    # aime: base 5 %; g4 10 % (seed 0) and 12 % (seed 1) -> +6 points on average;
-    # rewards rise by 0.1 a step: the last quarter (steps 5-6) - the first (step 1) = +0.4.
-    cells = [c.strip() for c in rows["g4"].strip("|").split("|")]
-    assert cells[3].startswith("6.0 [") and cells[4].startswith("16.0 [")  # gpqa: 25 % -> 41 %
-    assert cells[5].startswith("0.400 [")
+def test_rate_intervals_stay_inside_zero_and_one():
+    from types import SimpleNamespace
+
+    from sagc import metrics
+    from sagc.aggregate import paired
+    from sagc.aggregate.tables import step_interval
+
+    flags = [0, 0, 0, 0, 0, 0, 0, 1]  # one straggler in 8 steps
+    history = pd.DataFrame({metrics.STEP: range(1, 9), metrics.STRAGGLER: flags})
+    cell = SimpleNamespace(complete=True, cell=SimpleNamespace(seed=0), run=SimpleNamespace(history=history))
+    raw = paired.mean_interval([np.array(flags, dtype=float)])
+    assert raw.low < 0, "batch means 0, 0, 0, 0.5: the t interval reaches below 0"
+    iv = step_interval([cell], metrics.STRAGGLER)
+    assert (iv.estimate, iv.low, iv.high) == (0.125, 0.0, raw.high)
+    assert step_interval([cell], metrics.STEP).low == paired.mean_interval([np.arange(1.0, 9)]).low  # no range
 
 
 def test_headline_claims(collected):

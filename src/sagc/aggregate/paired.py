@@ -64,6 +64,10 @@ class Interval:
     high: float
     n: int
 
+    def clipped(self, low: float, high: float) -> "Interval":
+        """The interval cut to a parameter's range (a rate's interval ends inside [0, 1])."""
+        return Interval(self.estimate, max(self.low, low), min(self.high, high), self.n)
+
     def text(self, fmt: str = ".3f", scale: float = 1.0, suffix: str = "") -> str:
         if math.isnan(self.estimate):
             return "n/a"

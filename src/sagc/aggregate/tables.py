@@ -170,13 +170,19 @@ def _steps(history: pd.DataFrame, which: str, last_k: int) -> pd.DataFrame:
     return history.iloc[-last_k:] if which == "last_k" else history
 
 
+#: Ranges of per-step metrics whose intervals must stay inside them (a 0/1 flag's rate).
+_RANGES = {metrics.STRAGGLER: (0.0, 1.0)}
+
+
 def step_interval(rs: list[CellResult], metric: str, which: str = "all", last_k: int = 5) -> paired.Interval:
     """Mean of a per-step metric over the seeds' steps (``which``: all, second_half,
-    last_k) with its batch-means interval (``sagc.aggregate.paired``)."""
+    last_k) with its batch-means interval (``sagc.aggregate.paired``), cut to the metric's
+    range."""
     strata = []
     for h in _histories(rs).values():
         strata.append(pd.to_numeric(_steps(h, which, last_k)[metric], errors="coerce").dropna().to_numpy(float))
-    return paired.mean_interval(strata)
+    iv = paired.mean_interval(strata)
+    return iv.clipped(*_RANGES[metric]) if metric in _RANGES else iv
 
 
 def paired_interval(ref_rs: list[CellResult], ctrl_rs: list[CellResult], metric: str, statistic,
