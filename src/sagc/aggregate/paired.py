@@ -169,15 +169,14 @@ def verdict_not_worse(iv: Interval, margin: float) -> str:
 # --------------------------------------------------------------------------- pairing
 
 
-def paired_steps(ref_history, ctrl_history, column: str, *, from_step: int = 1) -> tuple[np.ndarray, np.ndarray]:
+def paired_steps(ref_history, ctrl_history, column: str) -> tuple[np.ndarray, np.ndarray]:
     """The ``column`` of two histories (pandas frames with a ``step`` column), on the steps
-    both logged from ``from_step`` on, in step order."""
+    both logged, in step order."""
     from sagc import metrics
 
     a = ref_history[[metrics.STEP, column]].dropna().drop_duplicates(metrics.STEP, keep="last")
     b = ctrl_history[[metrics.STEP, column]].dropna().drop_duplicates(metrics.STEP, keep="last")
     both = a.merge(b, on=metrics.STEP, suffixes=("_ref", "_ctrl")).sort_values(metrics.STEP)
-    both = both[both[metrics.STEP] >= from_step]
     return both[f"{column}_ref"].to_numpy(float), both[f"{column}_ctrl"].to_numpy(float)
 
 

@@ -18,11 +18,8 @@ Definitions (one training cell = one W&B history, one row per step; metric names
 * mean length      = mean of ``length/mean`` over the steps (each step weighs the same,
                      like every other per-step mean here);
 * padding eff.     = mean of ``tokens/padding_efficiency`` over the steps;
-* speed-up         = wall-clock of the reference sizing / wall-clock of the row, where the
-                     reference is the *largest fixed G present* for the same model and
-                     algorithm (``g16`` in the paper grid), both averaged over seeds first.
-                     The paired speed-ups with confidence intervals (cost, CPU time,
-                     wall-clock) are in ``sagc.aggregate.paired`` and the tables.
+* speed-ups        = paired against the reference fixed G (the largest in the grid for the
+                     same model and algorithm) in ``sagc.aggregate.paired`` and the tables.
 
 Over seeds: mean and sample standard deviation (ddof = 1); with one seed the std is NaN
 and only the mean is shown. NaN values inside a history column are ignored by the means.

@@ -188,16 +188,12 @@ def step_interval(rs: list[CellResult], metric: str, which: str = "all", last_k:
 def paired_interval(ref_rs: list[CellResult], ctrl_rs: list[CellResult], metric: str, statistic,
                     which: str = "all", last_k: int = 5) -> paired.Interval:
     """``statistic`` (``paired.difference_interval`` or ``paired.ratio_interval``) over the
-    steps both cells of each seed logged."""
+    steps (``which``, as in ``step_interval``) both cells of each seed logged."""
     ref_h, ctrl_h = _histories(ref_rs), _histories(ctrl_rs)
-    strata = []
-    for seed in sorted(ref_h.keys() & ctrl_h.keys()):
-        a, b = paired.paired_steps(ref_h[seed], ctrl_h[seed], metric)
-        if which != "all":
-            n = len(a)
-            keep = slice(n // 2, n) if which == "second_half" else slice(max(0, n - last_k), n)
-            a, b = a[keep], b[keep]
-        strata.append((a, b))
+    strata = [
+        paired.paired_steps(_steps(ref_h[seed], which, last_k), _steps(ctrl_h[seed], which, last_k), metric)
+        for seed in sorted(ref_h.keys() & ctrl_h.keys())
+    ]
     return statistic(strata)
 
 
@@ -415,8 +411,7 @@ def _accuracy_strata(ref_rs: list[CellResult], ctrl_rs: list[CellResult], task: 
     return strata
 
 
-def _pair_claims(label: str, ref_rs: list[CellResult], ctrl_rs: list[CellResult], tasks: list[str],
-                 last_k: int) -> list[Claim]:  # fmt: skip
+def _pair_claims(label: str, ref_rs: list[CellResult], ctrl_rs: list[CellResult], tasks: list[str]) -> list[Claim]:
     seeds = len(_histories(ref_rs).keys() & _histories(ctrl_rs).keys())
     steps = paired_interval(ref_rs, ctrl_rs, metrics.STRAGGLER, paired.difference_interval)
     label = f"{label} ({seeds} seed{'s' if seeds != 1 else ''}, {steps.n} paired steps)"
@@ -476,7 +471,7 @@ def headline_claims(collected: Collected) -> list[Claim]:
             if not _histories(a_rs).keys() & _histories(b_rs).keys():
                 claims.append(Claim(label, "comparison", MISSING, f"no complete pair ({', '.join(absent)})"))
                 continue
-            found = _pair_claims(label, a_rs, b_rs, tasks, collected.grid.last_k)
+            found = _pair_claims(label, a_rs, b_rs, tasks)
             if absent:
                 found = [Claim(c.pair, c.claim, c.verdict, c.detail + f" (partial; missing: {', '.join(absent)})")
                          for c in found]  # fmt: skip

@@ -277,7 +277,6 @@ class SAGCGRPOTrainer(GRPOTrainer):
         self._current: _StepInProgress | None = None
         self._step_t0: float | None = None
         self._step_cpu0: float | None = None
-        self._sync_seconds = 0.0
         self._update_loss = 0.0
         self.add_callback(_StepBoundary(self))
         # One concise line per step (below) instead of TRL's per-update dict printing.
