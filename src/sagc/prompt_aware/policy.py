@@ -1,0 +1,112 @@
+"""``sagc-prompt``: SAGC that knows whether the next round is a short or a long one.
+
+Tail batching (``TailBatchingStream``) splits an epoch into short rounds and long rounds,
+whose straggler risks differ: a long round gathers the prompts whose rollouts run longest
+and vary most. One SAGC posterior over both would average two worlds and pick a G that
+fits neither. ``PromptAwareSAGC`` keeps two complete SAGC controllers (posteriors, lambda,
+local search, RNG): before each step it asks the schedule whether the round will be long
+(``next_round_long()``) and lets that round kind's controller pick G; the step's lengths
+then update that controller only. Each kind therefore meets the straggler budget on its
+own, so the whole run does too. Both controllers use the ``sagc`` config; the long one is
+seeded with ``seed + 1`` so their Thompson draws are independent.
+
+Without a schedule attached (``attach``), every round counts as short: the policy is then
+the plain SAGC controller.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Iterable, Protocol
+
+from sagc.controller import SAGCConfig, SAGCController, StepRecord
+
+STATE_VERSION = 1
+
+
+class RoundSchedule(Protocol):
+    def next_round_long(self) -> bool: ...
+
+
+class PromptAwareSAGC:
+    """Two SAGC controllers, one per round kind (module docstring)."""
+
+    def __init__(self, config: SAGCConfig | None = None, schedule: RoundSchedule | None = None) -> None:
+        self.config = config if config is not None else SAGCConfig()
+        self.short = SAGCController(self.config)
+        self.long = SAGCController(replace(self.config, seed=self.config.seed + 1))
+        self.candidates = self.short.candidates
+        self.schedule = schedule
+        self.step = 0
+        self.n_stragglers = 0
+        self._active: SAGCController | None = None
+        self.round_long = False
+
+    def attach(self, schedule: RoundSchedule) -> None:
+        """The prompt stream whose round kinds choose the controller."""
+        self.schedule = schedule
+
+    @property
+    def max_group_size(self) -> int:
+        return self.candidates[-1]
+
+    def next_group_size(self) -> int:
+        self.round_long = bool(self.schedule is not None and self.schedule.next_round_long())
+        self._active = self.long if self.round_long else self.short
+        return self._active.next_group_size()
+
+    def observe(self, lengths: Iterable[Iterable[float]]) -> StepRecord:
+        """The step's lengths go to the controller that chose its G; counts are the run's."""
+        active = self._active or self.short
+        rec = active.observe(lengths)
+        if rec.skipped:
+            return rec
+        self.step += 1
+        self.n_stragglers += int(rec.straggler)
+        return replace(rec, step=self.step, straggler_rate=self.n_stragglers / self.step)
+
+    @property
+    def straggler_rate(self) -> float:
+        return self.n_stragglers / self.step if self.step else 0.0
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "kind": "sagc_prompt",
+            "version": STATE_VERSION,
+            "step": self.step,
+            "n_stragglers": self.n_stragglers,
+            "round_long": self.round_long,
+            "active": None if self._active is None else ("long" if self._active is self.long else "short"),
+            "short": self.short.state_dict(),
+            "long": self.long.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore ``state_dict()``; both controllers validate their part before either loads."""
+        if not isinstance(state, dict) or state.get("kind") != "sagc_prompt":
+            got = state.get("kind") if isinstance(state, dict) else type(state).__name__
+            raise ValueError(f"expected a 'sagc_prompt' group-sizer state, got {got!r}")
+        if state.get("version") != STATE_VERSION:
+            raise ValueError(f"unsupported sagc_prompt state version {state.get('version')!r}")
+        step, n = state.get("step"), state.get("n_stragglers")
+        if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+            raise ValueError(f"sagc_prompt state key 'step' must be an integer >= 0, got {step!r}")
+        if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= step:
+            raise ValueError(f"sagc_prompt state key 'n_stragglers' must be an integer in [0, {step}], got {n!r}")
+        if state.get("active") not in (None, "short", "long"):
+            raise ValueError(f"sagc_prompt state key 'active' must be 'short', 'long' or null, got {state.get('active')!r}")
+        if not isinstance(state.get("round_long"), bool):
+            raise ValueError("sagc_prompt state key 'round_long' must be true or false")
+        short, long = SAGCController(self.short.config), SAGCController(self.long.config)
+        for name, ctl in (("short", short), ("long", long)):
+            try:
+                ctl.load_state_dict(state.get(name))
+            except ValueError as e:
+                raise ValueError(f"sagc_prompt state key {name!r}: {e}") from None
+        self.short, self.long = short, long
+        self.step, self.n_stragglers = step, n
+        self.round_long = state["round_long"]
+        self._active = {"short": short, "long": long, None: None}[state["active"]]
+
+    def __repr__(self) -> str:
+        return f"PromptAwareSAGC({self.config})"

@@ -1,0 +1,244 @@
+"""Per-prompt completion-length prediction, online, from the lengths SAGC already observes.
+
+What is predicted: the distribution of ``log L`` (L the completion length in tokens) of one
+rollout of prompt ``i``, as a normal ``N(mu_i, sd_i^2)``. ``risk(i)`` is its upper
+``quantile`` (default 0.9) in log-tokens: the length a prompt's longest rollouts reach, which
+is what makes a synchronous step wait. Nothing but lengths is used (no reward, no gradient).
+
+How (everything is a running sum, so an update is O(features^2) and the state is exact):
+
+1. **Feature model** for prompts never seen: an online ridge regression ``f(x_i)`` of a
+   group's mean log-length on the prompt's feature vector ``x_i`` (see ``prompt_features``:
+   an intercept, the log of the prompt's token count and, optionally, hashed tokens at the
+   prompt's two edges). Each observed group adds one row; ``A = ridge I + sum x x^T``,
+   ``b = sum x y``, solved on demand.
+2. **Prompt history** when prompts recur (epochs): per prompt the count ``n_i``, sum and sum
+   of squares of its observed log-lengths. Before a prompt's new group is added, its old
+   counts are multiplied by ``history_decay``, so the latest epoch weighs most (lengths
+   drift as training goes on).
+3. **Shrinkage** (empirical Bayes): ``mu_i = w_i * mean_i + (1 - w_i) * f(x_i)`` with
+   ``w_i = n_i / (n_i + s2 / t2)``. ``s2`` is the pooled within-prompt variance of
+   log-lengths, ``t2`` the variance of the true prompt means around the feature model (the
+   mean squared residual of a group mean minus its sampling share ``s2 / g``, floored at
+   ``min_between_var``); both are running estimates. A prompt seen once with G = 16
+   rollouts is mostly its own history; a prompt never seen is the feature model's.
+   The per-prompt spread is shrunk the same way: ``sd_i^2 = (k_i v_i + prior_strength s2) /
+   (k_i + prior_strength)`` plus the variance of ``mu_i``.
+
+Lengths below one token count as one (log 0 is undefined; an empty completion is short).
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from statistics import NormalDist
+from dataclasses import asdict, dataclass
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+STATE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class PredictorConfig:
+    """Knobs of ``PromptLengthPredictor`` (defaults in brackets, why in the comments).
+
+    - ``quantile`` [0.9]: the upper quantile of one rollout's length that ``risk`` reports.
+    - ``history_decay`` [0.5]: weight of a prompt's older observations each time it is seen
+      again: the last epoch counts double the one before (lengths drift over training).
+    - ``ridge`` [1.0]: L2 penalty of the feature regression (features are O(1)).
+    - ``prior_strength`` [4.0]: pseudo-rollouts of the pooled spread in a prompt's own spread.
+    - ``min_between_var`` [0.01]: floor of the between-prompt variance (log units; 0.1 in sd),
+      so early estimates never shrink every prompt fully onto the feature model.
+    """
+
+    quantile: float = 0.9
+    history_decay: float = 0.5
+    ridge: float = 1.0
+    prior_strength: float = 4.0
+    min_between_var: float = 0.01
+
+    def __post_init__(self) -> None:
+        for key in ("quantile", "history_decay", "ridge", "prior_strength", "min_between_var"):
+            v = getattr(self, key)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise ValueError(f"prompt.{key} must be a finite number, got {v!r}")
+        if not 0.5 <= self.quantile < 1.0:
+            raise ValueError(f"prompt.quantile must lie in [0.5, 1), got {self.quantile!r}")
+        if not 0.0 < self.history_decay <= 1.0:
+            raise ValueError(f"prompt.history_decay must lie in (0, 1], got {self.history_decay!r}")
+        for key in ("ridge", "prior_strength", "min_between_var"):
+            if not getattr(self, key) > 0:
+                raise ValueError(f"prompt.{key} must be > 0, got {getattr(self, key)!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def prompt_features(token_ids: Sequence[Sequence[int]], hash_dim: int = 0, edge: int = 2) -> np.ndarray:
+    """Feature rows of prompts given as token ids: ``[1, log(tokens), hashed edge tokens]``.
+
+    With ``hash_dim > 0`` the first and last ``edge`` tokens, each with its position from its
+    edge, are hashed (crc32, stable across processes) into ``hash_dim`` indicator columns. A
+    problem statement often names its subject at the start and its question at the end
+    (``... find h``): a bag of words would mix the two, a position at the edge does not.
+    """
+    if isinstance(hash_dim, bool) or not isinstance(hash_dim, int) or hash_dim < 0:
+        raise ValueError(f"prompt.hash_dim must be an integer >= 0, got {hash_dim!r}")
+    if isinstance(edge, bool) or not isinstance(edge, int) or edge < 0:
+        raise ValueError(f"prompt.edge_tokens must be an integer >= 0, got {edge!r}")
+    out = np.zeros((len(token_ids), 2 + hash_dim))
+    out[:, 0] = 1.0
+    for r, ids in enumerate(token_ids):
+        ids = list(ids)
+        out[r, 1] = math.log(max(len(ids), 1))
+        if hash_dim:
+            keyed = [("s", p, t) for p, t in enumerate(ids[:edge])] + [("e", p, t) for p, t in enumerate(reversed(ids[-edge:] if edge else []))]
+            for key in keyed:
+                out[r, 2 + zlib.crc32(repr(key).encode()) % hash_dim] += 1.0
+    return out
+
+
+class PromptLengthPredictor:
+    """Online predictor of each prompt's log-length distribution (module docstring).
+
+    ``features``: one row per prompt (``prompt_features``), or ``None`` for an intercept only
+    (every unseen prompt then gets the running mean).
+    """
+
+    def __init__(self, n: int, features: np.ndarray | None = None, config: PredictorConfig | None = None) -> None:
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"PromptLengthPredictor needs a positive number of prompts, got {n!r}")
+        x = np.ones((n, 1)) if features is None else np.asarray(features, dtype=float)
+        if x.ndim != 2 or x.shape[0] != n or not np.all(np.isfinite(x)):
+            raise ValueError(f"features must be a finite ({n}, d) array, got shape {x.shape}")
+        self.n = n
+        self.x = x
+        self.config = config if config is not None else PredictorConfig()
+        d = x.shape[1]
+        self.A = self.config.ridge * np.eye(d)
+        self.b = np.zeros(d)
+        self.count = np.zeros(n)  # decayed number of rollouts seen per prompt
+        self.sum = np.zeros(n)  # decayed sum of log-lengths
+        self.sumsq = np.zeros(n)  # decayed sum of squared log-lengths
+        self.within = [0.0, 0.0]  # pooled within-group squared deviations, degrees of freedom
+        self.between = [0.0, 0.0]  # sum of (residual^2 - s2/g), groups
+        self.observations = 0  # groups observed
+        self._coef: np.ndarray | None = None
+
+    # -- learning ------------------------------------------------------------------------
+
+    def observe(self, prompts: Sequence[int], lengths: Iterable[Iterable[float]]) -> None:
+        """Learn from one step: ``lengths[k]`` are the rollouts of prompt ``prompts[k]``."""
+        groups = [np.log(np.maximum(np.asarray(list(g), dtype=float), 1.0)) for g in lengths]
+        prompts = list(prompts)
+        if len(groups) != len(prompts):
+            raise ValueError(f"observe got {len(prompts)} prompt indices for {len(groups)} length groups")
+        for i, y in zip(prompts, groups):
+            if isinstance(i, bool) or not isinstance(i, (int, np.integer)) or not 0 <= i < self.n:
+                raise ValueError(f"prompt index {i!r} is outside [0, {self.n})")
+            if y.size == 0 or not np.all(np.isfinite(y)):
+                raise ValueError(f"prompt {i}: a group must hold finite lengths, got {y.tolist()}")
+        for i, y in zip(prompts, groups):
+            self._observe_group(int(i), y)
+
+    def _observe_group(self, i: int, y: np.ndarray) -> None:
+        g, m = y.size, float(y.mean())
+        if g > 1:
+            self.within[0] += float(((y - m) ** 2).sum())
+            self.within[1] += g - 1
+        resid = m - float(self.x[i] @ self.coef())
+        self.between[0] += resid**2 - self.within_var() / g
+        self.between[1] += 1
+        self.A += np.outer(self.x[i], self.x[i])
+        self.b += self.x[i] * m
+        self._coef = None
+        decay = self.config.history_decay
+        self.count[i] = decay * self.count[i] + g
+        self.sum[i] = decay * self.sum[i] + float(y.sum())
+        self.sumsq[i] = decay * self.sumsq[i] + float((y**2).sum())
+        self.observations += 1
+
+    # -- prediction ----------------------------------------------------------------------
+
+    def coef(self) -> np.ndarray:
+        if self._coef is None:
+            self._coef = np.linalg.solve(self.A, self.b)
+        return self._coef
+
+    def within_var(self) -> float:
+        """Pooled within-prompt variance of log-lengths (1.0 before any group of two)."""
+        return self.within[0] / self.within[1] if self.within[1] else 1.0
+
+    def between_var(self) -> float:
+        """Variance of the prompts' true mean log-lengths around the feature model."""
+        est = self.between[0] / self.between[1] if self.between[1] else 1.0
+        return max(est, self.config.min_between_var)
+
+    def predict(self, prompts: Sequence[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """``(mu, sd)`` of one rollout's log-length, per prompt (all prompts by default)."""
+        idx = np.arange(self.n) if prompts is None else np.asarray(prompts, dtype=int)
+        s2, t2 = self.within_var(), self.between_var()
+        n = self.count[idx]
+        feat = self.x[idx] @ self.coef()
+        own = np.divide(self.sum[idx], n, out=feat.copy(), where=n > 0)
+        w = n / (n + s2 / t2)
+        mu = w * own + (1.0 - w) * feat
+        mu_var = 1.0 / (n / s2 + 1.0 / t2)
+        own_var = np.divide(self.sumsq[idx] - n * own**2, n, out=np.zeros_like(n), where=n > 0)
+        k = self.config.prior_strength
+        spread = (n * np.maximum(own_var, 0.0) + k * s2) / (n + k)
+        return mu, np.sqrt(spread + mu_var)
+
+    def risk(self, prompts: Sequence[int] | None = None) -> np.ndarray:
+        """Upper ``quantile`` of one rollout's log-length per prompt: its straggler risk score."""
+        mu, sd = self.predict(prompts)
+        return mu + NormalDist().inv_cdf(self.config.quantile) * sd
+
+    # -- exact resume --------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "kind": "prompt_length_predictor",
+            "version": STATE_VERSION,
+            "n": self.n,
+            "config": self.config.to_dict(),
+            "A": self.A.tolist(),
+            "b": self.b.tolist(),
+            "count": self.count.tolist(),
+            "sum": self.sum.tolist(),
+            "sumsq": self.sumsq.tolist(),
+            "within": list(self.within),
+            "between": list(self.between),
+            "observations": self.observations,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore ``state_dict()``; a state of another shape raises ``ValueError`` naming the key."""
+        if not isinstance(state, dict) or state.get("kind") != "prompt_length_predictor":
+            raise ValueError("expected a 'prompt_length_predictor' state")
+        if state.get("version") != STATE_VERSION:
+            raise ValueError(f"unsupported prompt_length_predictor state version {state.get('version')!r}")
+        if state.get("n") != self.n:
+            raise ValueError(f"prompt_length_predictor state key 'n': saved for {state.get('n')} prompts, this run has {self.n}")
+        d = self.x.shape[1]
+        arrays = {}
+        for key, shape in (("A", (d, d)), ("b", (d,)), ("count", (self.n,)), ("sum", (self.n,)),
+                           ("sumsq", (self.n,)), ("within", (2,)), ("between", (2,))):  # fmt: skip
+            try:
+                a = np.asarray(state[key], dtype=float)
+            except (KeyError, TypeError, ValueError):
+                raise ValueError(f"prompt_length_predictor state key {key!r} is missing or not numeric") from None
+            if a.shape != shape or not np.all(np.isfinite(a)):
+                raise ValueError(f"prompt_length_predictor state key {key!r} must be a finite array of shape {shape}")
+            arrays[key] = a
+        obs = state.get("observations")
+        if isinstance(obs, bool) or not isinstance(obs, int) or obs < 0:
+            raise ValueError(f"prompt_length_predictor state key 'observations' must be an integer >= 0, got {obs!r}")
+        self.A, self.b = arrays["A"], arrays["b"]
+        self.count, self.sum, self.sumsq = arrays["count"], arrays["sum"], arrays["sumsq"]
+        self.within, self.between = arrays["within"].tolist(), arrays["between"].tolist()
+        self.observations = obs
+        self._coef = None
