@@ -5,11 +5,16 @@
     python -m sagc.simulate calibrate [--config base.yaml] --out results/<name>/sim/calibration/
     python -m sagc.simulate suite --out results/<name>/sim/suite/ [--steps 16 64] [--seeds 200] \
         [--trace results/<name>/train/<cell>/lengths.jsonl ...]
+    python -m sagc.simulate prompt --out results/<name>/sim/prompt/ [--prompt-sigma 0.25 0.5 1.0] \
+        [--trace results/<name>/train/<cell>/lengths.jsonl ...]
 
 ``run`` writes (fixed names) ``summary.csv``, ``summary.json``, ``sweep.csv`` under
 ``--out-table`` and ``sim_sizing.{png,pdf}``, ``sim_sweep.{png,pdf}`` under
 ``--out-figures``; the sweep uses the config's ``sweep`` grid or the default one.
 ``calibrate`` writes ``calibration.json`` and ``calibrated.yaml`` (a config for ``run``).
+``prompt`` compares tail batching and ``sagc-prompt`` with fixed G and SAGC in
+prompt-heterogeneous worlds (``sagc.simulate.prompt_world``) and writes ``runs.csv``,
+``prompt.csv`` and ``prompt.md`` under ``--out``.
 ``suite`` runs the controller variants over the length worlds of ``sagc.simulate.suite``
 (plus one replayed world per ``--trace``) and writes ``runs.csv``, ``suite.csv`` and
 ``suite.md`` under ``--out``.
@@ -88,6 +93,27 @@ def _suite(args: argparse.Namespace) -> int:
     return 0
 
 
+def _prompt(args: argparse.Namespace) -> int:
+    from sagc.simulate import prompt_world as pw
+
+    suites = [pw.hetero_suite(seeds=args.seeds, steps=args.steps, prompt_sigma=sigma, tail_coupling=args.tail_coupling,
+                              long_fraction=args.long_fraction) for sigma in args.prompt_sigma]  # fmt: skip
+    suites += [pw.replay_suite(t, seeds=args.seeds, steps=args.steps, long_fraction=args.long_fraction,
+                               name=f"replay:{Path(t).parent.name}") for t in args.trace or ()]  # fmt: skip
+    t0 = time.perf_counter()
+    rows, notes = [], []
+    for suite in suites:
+        part, _ = pw.run(suite)
+        rows += part
+        for best in ("sagc", "sagc-fast"):
+            m, ci = pw.paired_ratio(part, "sagc-fast-prompt", best)
+            notes.append(f"- {suite.name}: decode speed-up of sagc-fast-prompt / {best}: {m:.3f} ± {ci:.3f}")
+    paths = pw.write(args.out, rows, pw.summarize(rows), "\n".join(notes) + "\n")
+    print(paths[-1].read_text(), end="")
+    print(f"{len(rows)} runs in {time.perf_counter() - t0:.1f} s; wrote {', '.join(str(p) for p in paths)}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sagc.simulate", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -107,8 +133,16 @@ def main(argv: list[str] | None = None) -> int:
     suite.add_argument("--worlds", nargs="+", default=None, help="parametric worlds (default: all)")
     suite.add_argument("--trace", action="append", default=None,
                        help="a lengths.jsonl to replay as one more world (repeatable)")
+    prompt = sub.add_parser("prompt", help="prompt-aware control (tail batching, sagc-prompt) in prompt-heterogeneous worlds")
+    prompt.add_argument("--out", required=True, help="folder for runs.csv, prompt.csv and prompt.md")
+    prompt.add_argument("--steps", type=int, default=128, help="steps per run (default: 128, 8 epochs of 64 prompts)")
+    prompt.add_argument("--seeds", type=int, default=100, help="seeds per world (default: 100)")
+    prompt.add_argument("--prompt-sigma", type=float, nargs="+", default=[0.5], help="sd of prompt log-scales, one world each")
+    prompt.add_argument("--tail-coupling", type=float, default=1.0, help="how much long prompts run away more often (default: 1)")
+    prompt.add_argument("--long-fraction", type=float, default=0.25, help="share of prompts deferred to long rounds")
+    prompt.add_argument("--trace", action="append", default=None, help="a lengths.jsonl with prompt ids to replay (repeatable)")
     args = parser.parse_args(argv)
-    commands = {"run": _run, "calibrate": _calibrate, "suite": _suite}
+    commands = {"run": _run, "calibrate": _calibrate, "suite": _suite, "prompt": _prompt}
     try:
         return commands[args.command](args)
     except ValueError as e:

@@ -1,0 +1,367 @@
+"""Prompt-aware control in the simulator: worlds where prompts have their own lengths.
+
+The parametric pool of ``sagc.simulate.sources`` draws fresh prompt scales every step: no
+prompt ever recurs, so nothing about a prompt can be learned. Here a run trains on a fixed
+set of ``n_prompts`` prompts for several epochs, drawn by a prompt stream (the trainer's
+``PromptStream`` or the ``TailBatchingStream``), and the lengths of a prompt's rollouts
+depend on the prompt:
+
+- ``PromptWorld`` (parametric): prompt ``i`` has a fixed log-scale ``z_i ~ N(0,
+  prompt_sigma^2)`` on top of ``ParametricLengthConfig``'s drifting median, body and
+  runaway tail; with ``tail_coupling = k`` its runaway probability is also its own,
+  ``q * exp(k u_i - k^2 / 2)`` (``u_i = z_i / prompt_sigma``: long prompts run away more
+  often, the mean over prompts stays ``q``); its token count is ``exp(log_tokens + feature_corr * z_i / prompt_sigma *
+  token_sd + noise)``, a feature whose correlation with the scale is ``feature_corr``.
+- ``PromptReplay``: a trainer's ``lengths.jsonl`` with prompt ids; a visit of prompt ``i``
+  replays one of its recorded groups (resampled to G like ``ReplayLengths``).
+
+Common random numbers: the ``v``-th visit of prompt ``i`` draws from a stream seeded by
+``(seed, i, v)``, whatever the policy and the step, so two policies differ by the order
+in which they visit prompts and the G they choose, not by luck.
+
+Reward is not modelled. The report gives ``mean log2 G`` (SAGC's utility: the group-size
+part of the advantage estimate's quality) beside the costs: a policy is only called better
+if it is cheaper at an equal or larger mean log2 G.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from sagc.controller import SAGCConfig, make_group_sizer
+from sagc.prompt_aware import PromptAwareSAGC, PromptLengthPredictor, TailBatchingStream
+from sagc.simulate.config import ParametricLengthConfig, ThroughputConfig
+from sagc.simulate.engine import SizingResult, step_costs
+from sagc.simulate.sources import TraceStep, read_trace
+from sagc.simulate.suite import BASE_SAGC, VARIANTS, mean_ci
+from sagc.train.prompts import PromptStream
+
+#: The prompt-heterogeneous world: the suite's tiny-world scale (median 40 tokens, cap 480),
+#: with prompt scales spread as much as the tiny world's problem sizes (2-5 steps: 21-45
+#: tokens, sd of log ~0.25) and then some (0.5): what tail batching needs to matter.
+HETERO = dict(median_start=40.0, median_end=40.0, sigma=0.3, prompt_sigma=0.5,
+              tail_prob_start=0.01, tail_prob_end=0.01, tail_min=2.0, tail_alpha=1.5,
+              min_tokens=1, max_tokens=480)  # fmt: skip
+
+
+#: Rollouts drawn per prompt visit; a G takes the first G, so G = 4 sees a subset of G = 16.
+WIDTH = 16
+
+
+@dataclass(frozen=True)
+class PromptWorldConfig:
+    """A prompt-heterogeneous world (module docstring); ``lengths`` are the length model's keys."""
+
+    n_prompts: int = 64
+    tail_coupling: float = 0.0
+    feature_corr: float = 0.6
+    log_tokens: float = 4.0
+    token_sd: float = 0.4
+    lengths: dict[str, Any] = field(default_factory=lambda: dict(HETERO))
+
+    def __post_init__(self) -> None:
+        if isinstance(self.n_prompts, bool) or not isinstance(self.n_prompts, int) or self.n_prompts < 2:
+            raise ValueError(f"world.n_prompts must be an integer >= 2, got {self.n_prompts!r}")
+        if isinstance(self.tail_coupling, bool) or not isinstance(self.tail_coupling, (int, float)) or not 0.0 <= self.tail_coupling <= 3.0:
+            raise ValueError(f"world.tail_coupling must lie in [0, 3], got {self.tail_coupling!r}")
+        if not isinstance(self.feature_corr, (int, float)) or not -1.0 <= self.feature_corr <= 1.0:
+            raise ValueError(f"world.feature_corr must lie in [-1, 1], got {self.feature_corr!r}")
+        ParametricLengthConfig.from_dict(self.lengths)  # raises naming lengths.<key>
+
+
+class PromptWorld:
+    """Lengths of prompt visits in a ``PromptWorldConfig`` world, seeded (module docstring)."""
+
+    def __init__(self, cfg: PromptWorldConfig, total_steps: int, seed: int) -> None:
+        self.cfg = cfg
+        self.lengths_cfg = ParametricLengthConfig.from_dict(cfg.lengths)
+        self.total_steps = int(total_steps)
+        self.seed = int(seed)
+        self.n = cfg.n_prompts
+        rng = np.random.default_rng([self.seed, 1 << 30])
+        unit = rng.standard_normal(self.n)
+        self.log_scale = self.lengths_cfg.prompt_sigma * unit
+        k = cfg.tail_coupling  # a mean-one log-normal multiplier of the runaway probability
+        self.tail_factor = np.exp(k * unit - k * k / 2.0)
+        r = cfg.feature_corr
+        token_z = r * unit + math.sqrt(max(0.0, 1.0 - r * r)) * rng.standard_normal(self.n)
+        self.tokens = np.maximum(1, np.rint(np.exp(cfg.log_tokens + cfg.token_sd * token_z))).astype(int)
+
+    def features(self) -> np.ndarray:
+        """``[1, log(tokens)]`` per prompt: what a trainer knows before any rollout."""
+        return np.c_[np.ones(self.n), np.log(self.tokens)]
+
+    def lengths(self, step: int, prompt: int, visit: int, g: int) -> np.ndarray:
+        """The ``g`` rollout lengths of the ``visit``-th visit of ``prompt`` at ``step``."""
+        c = self.lengths_cfg
+        frac = step / (self.total_steps - 1) if self.total_steps > 1 else 0.0
+        median = c.median_start * (c.median_end / c.median_start) ** frac
+        q = min(1.0, (c.tail_prob_start + frac * (c.tail_prob_end - c.tail_prob_start)) * self.tail_factor[prompt])
+        if g > WIDTH:
+            raise ValueError(f"G={g} is wider than the pool ({WIDTH} rollouts per visit)")
+        rng = np.random.default_rng([self.seed, prompt, visit])
+        z, u = rng.standard_normal(WIDTH)[:g], rng.random(WIDTH)[:g]
+        scale = median * math.exp(self.log_scale[prompt])
+        out = scale * np.exp(c.sigma * z)
+        tail = u < q
+        if tail.any():
+            v = np.minimum(u[tail] / q, 1.0 - 1e-12)
+            out[tail] = scale * c.tail_min * (1.0 - v) ** (-1.0 / c.tail_alpha)
+        return np.clip(np.rint(out), c.min_tokens, c.max_tokens)
+
+
+class PromptReplay:
+    """A recorded trace with prompt ids, replayed per prompt visit (module docstring).
+
+    Prompts are renumbered ``0 .. n-1`` in order of first appearance. Visit ``v`` of prompt
+    ``i`` replays its recorded group ``v mod (groups of i)``, in a seeded order, bootstrapped
+    from that group when G exceeds it. Features: an intercept only (the trace has no prompt
+    text), so only a prompt's own history informs the predictor.
+    """
+
+    def __init__(self, trace: Sequence[TraceStep] | str, prompt_ids: Sequence[Sequence[int]] | None = None, seed: int = 0) -> None:
+        steps = read_trace(trace) if isinstance(trace, str) else list(trace)
+        ids = prompt_ids if prompt_ids is not None else read_prompt_ids(trace)
+        if len(ids) != len(steps):
+            raise ValueError(f"the trace has {len(steps)} steps but {len(ids)} lists of prompt ids")
+        groups: dict[int, list[np.ndarray]] = {}
+        for s, pids in zip(steps, ids):
+            if len(pids) != len(s.lengths):
+                raise ValueError(f"step {s.step}: {len(pids)} prompt ids for {len(s.lengths)} length groups")
+            for pid, grp in zip(pids, s.lengths):
+                groups.setdefault(int(pid), []).append(np.asarray(grp, dtype=float))
+        self.groups = list(groups.values())
+        self.n = len(self.groups)
+        self.seed = int(seed)
+
+    def features(self) -> None:
+        return None
+
+    def lengths(self, step: int, prompt: int, visit: int, g: int) -> np.ndarray:
+        recorded = self.groups[prompt]
+        grp = recorded[visit % len(recorded)]
+        rng = np.random.default_rng([self.seed, prompt, visit])
+        out = grp[rng.permutation(grp.size)][:g]
+        if g > grp.size:
+            out = np.concatenate([out, grp[rng.integers(0, grp.size, g - grp.size)]])
+        return out
+
+
+def read_prompt_ids(path: str) -> list[list[int]]:
+    """The ``prompts`` key of every line of a trainer's ``lengths.jsonl`` (in step order)."""
+    import json
+
+    out = []
+    with open(path) as fh:
+        for lineno, line in enumerate(fh, 1):
+            if line.strip():
+                rec = json.loads(line)
+                if "prompts" not in rec:
+                    raise ValueError(f"{path}:{lineno}: no 'prompts' key (a trace written before prompt ids were recorded)")
+                out.append([int(i) for i in rec["prompts"]])
+    return out
+
+
+# ------------------------------------------------------------------------- policies
+
+
+@dataclass(frozen=True)
+class Policy:
+    """A sizing plus a prompt schedule: ``sizing`` is a grid name, ``tail`` turns on tail batching."""
+
+    name: str
+    sizing: str
+    tail: bool = False
+    variant: dict[str, Any] = field(default_factory=dict)
+
+
+#: What the comparison runs: fixed G and the SAGC variants on the plain stream, fixed G on
+#: the tail-batching stream, one SAGC over tail-batched rounds, and the hybrid.
+POLICIES = (
+    Policy("g16", "g16"), Policy("g8", "g8"), Policy("g4", "g4"),
+    Policy("sagc", "sagc"), Policy("sagc-fast", "sagc-fast", variant=VARIANTS["sagc-fast"]),
+    Policy("g16-tail", "g16", tail=True), Policy("g8-tail", "g8", tail=True),
+    Policy("sagc-fast-tail", "sagc-fast", tail=True, variant=VARIANTS["sagc-fast"]),
+    Policy("sagc-prompt", "sagc-prompt", tail=True),
+    Policy("sagc-fast-prompt", "sagc-prompt", tail=True, variant=VARIANTS["sagc-fast"]),
+)  # fmt: skip
+
+
+def build(policy: Policy, world, seed: int, sagc: dict[str, Any], long_fraction: float):
+    """The (group sizer, prompt stream) of a policy in a world, seeded with ``seed``."""
+    cfg = SAGCConfig.from_dict({**sagc, **policy.variant, "seed": seed})
+    if policy.tail:
+        predictor = PromptLengthPredictor(world.n, world.features())
+        stream = TailBatchingStream(world.n, seed, predictor=predictor, long_fraction=long_fraction)
+    else:
+        stream = PromptStream(world.n, seed)
+    if policy.sizing == "sagc-prompt":
+        return PromptAwareSAGC(cfg, stream), stream
+    return make_group_sizer(policy.sizing, cfg), stream
+
+
+def run_policy(sizer, stream, world, steps: int, prompts: int, tp: ThroughputConfig, name: str) -> SizingResult:
+    """``steps`` synchronous steps of ``prompts`` prompts; lengths per prompt visit."""
+    visits = np.zeros(world.n, dtype=int)
+    sizes, flags, ratios, long_rounds = [], [], [], []
+    costs: dict[str, list] = {k: [] for k in ("rollout_s", "train_s", "step_s", "tokens", "padded_tokens", "max_len")}
+    for t in range(steps):
+        long = stream.next_round_long() if hasattr(stream, "next_round_long") else False
+        g = sizer.next_group_size()
+        idx = stream.take(prompts)
+        block = np.stack([world.lengths(t, i, visits[i], g) for i in idx])
+        visits[idx] += 1
+        rec = sizer.observe(block)
+        if hasattr(stream, "observe"):
+            stream.observe(idx, block)
+        c = step_costs(block[None], tp)
+        for k in costs:
+            costs[k].append(float(getattr(c, k)[0]))
+        sizes.append(g)
+        flags.append(rec.straggler)
+        ratios.append(rec.ratio)
+        long_rounds.append(long)
+    arr = {k: np.asarray(v) for k, v in costs.items()}
+    return SizingResult(
+        sizing=name, group_size=np.asarray(sizes), straggler=np.asarray(flags, dtype=bool),
+        ratio=np.asarray(ratios), rollout_s=arr["rollout_s"], train_s=arr["train_s"], step_s=arr["step_s"],
+        tokens=arr["tokens"], padded_tokens=arr["padded_tokens"],
+        extra={"prompts": np.full(steps, prompts), "decode_steps": arr["max_len"],
+               "long_round": np.asarray(long_rounds, dtype=bool)},
+    )  # fmt: skip
+
+
+# ----------------------------------------------------------------------- comparison
+
+
+@dataclass(frozen=True)
+class PromptSuite:
+    """Seeds x policies in one world; ``world`` builds the world of a seed."""
+
+    world: Callable[[int], Any]
+    name: str = "hetero"
+    steps: int = 128
+    prompts: int = 4
+    seeds: int = 100
+    sagc: dict[str, Any] = field(default_factory=lambda: dict(BASE_SAGC))
+    long_fraction: float = 0.25
+    policies: tuple[Policy, ...] = POLICIES
+    throughput: ThroughputConfig = field(default_factory=ThroughputConfig)
+    reference: str = "g16"
+
+    def __post_init__(self) -> None:
+        if isinstance(self.seeds, bool) or not isinstance(self.seeds, int) or self.seeds < 2:
+            raise ValueError(f"seeds must be an integer >= 2 (an interval needs two), got {self.seeds!r}")
+        if self.reference not in {p.name for p in self.policies}:
+            raise ValueError(f"reference {self.reference!r} is not one of the policies")
+
+
+def run_seed(suite: PromptSuite, seed: int) -> list[dict[str, Any]]:
+    """One row per policy: costs, straggler rate, mean G, and speed-ups over the reference."""
+    world = suite.world(seed)
+    rows = []
+    for p in suite.policies:
+        sizer, stream = build(p, world, seed, suite.sagc, suite.long_fraction)
+        r = run_policy(sizer, stream, world, suite.steps, suite.prompts, suite.throughput, p.name)
+        long = r.extra["long_round"]
+        rows.append({
+            "world": suite.name, "seed": seed, "policy": p.name,
+            "decode_steps": float(r.extra["decode_steps"].sum()),
+            "step_s": float(r.step_s.sum()),
+            "straggler_rate": float(r.straggler.mean()),
+            "mean_group_size": float(r.group_size.mean()),
+            "mean_log2_g": float(np.log2(r.group_size).mean()),
+            "long_share": float(long.mean()),
+            "straggler_rate_long": float(r.straggler[long].mean()) if p.tail and long.any() else math.nan,
+            "straggler_rate_short": float(r.straggler[~long].mean()) if p.tail and (~long).any() else math.nan,
+        })  # fmt: skip
+    ref = next(r for r in rows if r["policy"] == suite.reference)
+    for r in rows:
+        r["decode_speedup"] = ref["decode_steps"] / r["decode_steps"]
+        r["time_speedup"] = ref["step_s"] / r["step_s"]
+    return rows
+
+
+METRICS = ("decode_speedup", "time_speedup", "straggler_rate", "straggler_rate_short", "straggler_rate_long",
+           "mean_group_size", "mean_log2_g", "long_share")  # fmt: skip
+
+
+def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Mean and 95% t-interval half-width of every metric per (world, policy)."""
+    out = []
+    for world, policy in dict.fromkeys((r["world"], r["policy"]) for r in rows):
+        runs = [r for r in rows if (r["world"], r["policy"]) == (world, policy)]
+        row: dict[str, Any] = {"world": world, "policy": policy, "seeds": len(runs)}
+        for m in METRICS:
+            vals = [r[m] for r in runs if not math.isnan(r[m])]  # no long round: no long-round rate
+            row[m], row[f"{m}_ci95"] = mean_ci(vals) if vals else (math.nan, math.nan)
+        out.append(row)
+    return out
+
+
+def paired_ratio(rows: list[dict[str, Any]], a: str, b: str, metric: str = "decode_speedup") -> tuple[float, float]:
+    """Mean and 95% half-width over seeds of ``metric(a) / metric(b)`` (paired by seed)."""
+    by = {(r["seed"], r["policy"]): r[metric] for r in rows}
+    seeds = sorted({r["seed"] for r in rows})
+    return mean_ci([by[(s, a)] / by[(s, b)] for s in seeds])
+
+
+def run(suite: PromptSuite) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    rows = [r for s in range(suite.seeds) for r in run_seed(suite, s)]
+    return rows, summarize(rows)
+
+
+def markdown_table(summary: list[dict[str, Any]]) -> str:
+    shown = (("decode_speedup", "decode speed-up vs g16", 2), ("time_speedup", "time speed-up vs g16", 2),
+             ("straggler_rate", "straggler rate", 2), ("straggler_rate_short", "rate, short rounds", 2),
+             ("straggler_rate_long", "rate, long rounds", 2), ("mean_group_size", "mean G", 1),
+             ("mean_log2_g", "mean log2 G", 2), ("long_share", "long rounds", 2))  # fmt: skip
+    head = ["world", "policy"] + [label for _, label, _ in shown]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in summary:
+        cells = [r["world"], r["policy"]]
+        for key, _, d in shown:
+            v, ci = r[key], r[f"{key}_ci95"]
+            cells.append("–" if math.isnan(v) else f"{v:.{d}f} ± {ci:.{d}f}" if math.isfinite(ci) else f"{v:.{d}f}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write(out_dir, rows: list[dict[str, Any]], summary: list[dict[str, Any]], notes: str = "") -> list:
+    """``runs.csv`` (every run), ``prompt.csv`` (the summary) and ``prompt.md`` (the table)."""
+    from pathlib import Path
+
+    import pandas as pd
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(rows).to_csv(out / "runs.csv", index=False)
+    pd.DataFrame(summary).to_csv(out / "prompt.csv", index=False)
+    (out / "prompt.md").write_text(markdown_table(summary) + ("\n" + notes if notes else ""))
+    return [out / "runs.csv", out / "prompt.csv", out / "prompt.md"]
+
+
+def hetero_suite(seeds: int = 100, steps: int = 128, n_prompts: int = 64, prompt_sigma: float = 0.5,
+                 feature_corr: float = 0.6, tail_coupling: float = 0.0, **kw) -> PromptSuite:  # fmt: skip
+    """A prompt-heterogeneous world (the docs' tables)."""
+    cfg = PromptWorldConfig(n_prompts=n_prompts, feature_corr=feature_corr, tail_coupling=tail_coupling,
+                            lengths={**HETERO, "prompt_sigma": prompt_sigma})  # fmt: skip
+    name = kw.pop("name", f"hetero(n={n_prompts}, sigma={prompt_sigma}, k={tail_coupling})")
+    return PromptSuite(world=lambda s: PromptWorld(cfg, steps, s), name=name, steps=steps, seeds=seeds, **kw)
+
+
+def replay_suite(trace: str, seeds: int = 50, steps: int = 64, **kw) -> PromptSuite:
+    """A tiny-world trace with prompt ids, replayed per prompt visit."""
+    steps_ = read_trace(trace)
+    ids = read_prompt_ids(trace)
+    return PromptSuite(world=lambda s: PromptReplay(steps_, ids, s), name=kw.pop("name", "replay"),
+                       steps=steps, seeds=seeds, **kw)  # fmt: skip
+
+
+__all__ = ["HETERO", "POLICIES", "Policy", "PromptReplay", "PromptSuite", "PromptWorld", "PromptWorldConfig",
+           "build", "hetero_suite", "markdown_table", "paired_ratio", "read_prompt_ids", "replay_suite",
+           "run", "run_policy", "run_seed", "summarize", "write"]  # fmt: skip
