@@ -87,7 +87,7 @@ def test_state_round_trips_exactly_through_json():
 @pytest.mark.parametrize("key, value", [("quantile", 1.0), ("history_decay", 0.0), ("ridge", -1.0),
                                         ("prior_strength", float("nan")), ("min_between_var", "x")])
 def test_bad_config_names_the_key(key, value):
-    with pytest.raises(ValueError, match=f"prompt.{key}"):
+    with pytest.raises(ValueError, match=f"sagc_prompt.{key}"):
         PredictorConfig(**{key: value})
 
 

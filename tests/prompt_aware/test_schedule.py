@@ -82,7 +82,7 @@ def test_resume_mid_epoch_is_exact():
 
 
 def test_bad_values_and_states_name_the_key():
-    with pytest.raises(ValueError, match="prompt.long_fraction"):
+    with pytest.raises(ValueError, match="sagc_prompt.long_fraction"):
         TailBatchingStream(10, seed=0, long_fraction=1.0)
     with pytest.raises(ValueError, match="predictor knows"):
         TailBatchingStream(10, seed=0, predictor=PromptLengthPredictor(11))

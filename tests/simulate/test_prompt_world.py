@@ -32,9 +32,9 @@ def test_tail_batching_cuts_decode_steps_when_prompts_differ():
     """Fixed G=16, same world and seeds: gathering long prompts lowers the summed longest
     rollouts, and every prompt is still visited equally often."""
     suite = pw.hetero_suite(seeds=4, steps=64, n_prompts=32, prompt_sigma=1.0, tail_coupling=1.0,
-                            policies=tuple(p for p in pw.POLICIES if p.name in ("g16", "g16-tail")))
+                            policies=tuple(p for p in pw.POLICIES if p.name in ("g16", "sagc-prompt-g16")))
     rows, summary = pw.run(suite)
-    tail = next(r for r in summary if r["policy"] == "g16-tail")
+    tail = next(r for r in summary if r["policy"] == "sagc-prompt-g16")
     assert tail["decode_speedup"] > 1.1
     assert 0.1 < tail["long_share"] < 0.4
     world = suite.world(0)

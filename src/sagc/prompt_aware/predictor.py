@@ -64,14 +64,14 @@ class PredictorConfig:
         for key in ("quantile", "history_decay", "ridge", "prior_strength", "min_between_var"):
             v = getattr(self, key)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-                raise ValueError(f"prompt.{key} must be a finite number, got {v!r}")
+                raise ValueError(f"sagc_prompt.{key} must be a finite number, got {v!r}")
         if not 0.5 <= self.quantile < 1.0:
-            raise ValueError(f"prompt.quantile must lie in [0.5, 1), got {self.quantile!r}")
+            raise ValueError(f"sagc_prompt.quantile must lie in [0.5, 1), got {self.quantile!r}")
         if not 0.0 < self.history_decay <= 1.0:
-            raise ValueError(f"prompt.history_decay must lie in (0, 1], got {self.history_decay!r}")
+            raise ValueError(f"sagc_prompt.history_decay must lie in (0, 1], got {self.history_decay!r}")
         for key in ("ridge", "prior_strength", "min_between_var"):
             if not getattr(self, key) > 0:
-                raise ValueError(f"prompt.{key} must be > 0, got {getattr(self, key)!r}")
+                raise ValueError(f"sagc_prompt.{key} must be > 0, got {getattr(self, key)!r}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -86,9 +86,9 @@ def prompt_features(token_ids: Sequence[Sequence[int]], hash_dim: int = 0, edge:
     (``... find h``): a bag of words would mix the two, a position at the edge does not.
     """
     if isinstance(hash_dim, bool) or not isinstance(hash_dim, int) or hash_dim < 0:
-        raise ValueError(f"prompt.hash_dim must be an integer >= 0, got {hash_dim!r}")
+        raise ValueError(f"sagc_prompt.hash_dim must be an integer >= 0, got {hash_dim!r}")
     if isinstance(edge, bool) or not isinstance(edge, int) or edge < 0:
-        raise ValueError(f"prompt.edge_tokens must be an integer >= 0, got {edge!r}")
+        raise ValueError(f"sagc_prompt.edge_tokens must be an integer >= 0, got {edge!r}")
     out = np.zeros((len(token_ids), 2 + hash_dim))
     out[:, 0] = 1.0
     for r, ids in enumerate(token_ids):

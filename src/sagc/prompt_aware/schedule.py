@@ -53,7 +53,7 @@ class TailBatchingStream(PromptStream):
     ) -> None:
         super().__init__(n, seed, shuffle)
         if isinstance(long_fraction, bool) or not isinstance(long_fraction, (int, float)) or not 0.0 < long_fraction < 1.0:
-            raise ValueError(f"prompt.long_fraction must lie in (0, 1), got {long_fraction!r}")
+            raise ValueError(f"sagc_prompt.long_fraction must lie in (0, 1), got {long_fraction!r}")
         self.predictor = predictor if predictor is not None else PromptLengthPredictor(n)
         if self.predictor.n != n:
             raise ValueError(f"the predictor knows {self.predictor.n} prompts, the stream {n}")

@@ -106,8 +106,8 @@ def _prompt(args: argparse.Namespace) -> int:
         part, _ = pw.run(suite)
         rows += part
         for best in ("sagc", "sagc-fast"):
-            m, ci = pw.paired_ratio(part, "sagc-fast-prompt", best)
-            notes.append(f"- {suite.name}: decode speed-up of sagc-fast-prompt / {best}: {m:.3f} ± {ci:.3f}")
+            m, ci = pw.paired_ratio(part, "sagc-prompt-fast", best)
+            notes.append(f"- {suite.name}: decode speed-up of sagc-prompt-fast / {best}: {m:.3f} ± {ci:.3f} (paired by seed)")
     paths = pw.write(args.out, rows, pw.summarize(rows), "\n".join(notes) + "\n")
     print(paths[-1].read_text(), end="")
     print(f"{len(rows)} runs in {time.perf_counter() - t0:.1f} s; wrote {', '.join(str(p) for p in paths)}")

@@ -32,8 +32,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from sagc.controller import SAGCConfig, make_group_sizer
-from sagc.prompt_aware import PromptAwareSAGC, PromptLengthPredictor, TailBatchingStream
+from sagc.controller import make_group_sizer
+from sagc.prompt_aware.config import PromptSAGCConfig
 from sagc.simulate.config import ParametricLengthConfig, ThroughputConfig
 from sagc.simulate.engine import SizingResult, step_costs
 from sagc.simulate.sources import TraceStep, read_trace
@@ -179,29 +179,33 @@ class Policy:
     variant: dict[str, Any] = field(default_factory=dict)
 
 
-#: What the comparison runs: fixed G and the SAGC variants on the plain stream, fixed G on
-#: the tail-batching stream, one SAGC over tail-batched rounds, and the hybrid.
+#: What the comparison runs, named like the grid's cells: fixed G and the SAGC variants on
+#: the plain stream; tail batching alone at a fixed G (``sagc-prompt-g<N>``); the hybrid
+#: (``sagc-prompt``, and ``-fast`` with the fast variant's options); and an ablation that
+#: runs one SAGC (fast) over the tail-batched rounds, without a posterior per round kind.
 POLICIES = (
     Policy("g16", "g16"), Policy("g8", "g8"), Policy("g4", "g4"),
     Policy("sagc", "sagc"), Policy("sagc-fast", "sagc-fast", variant=VARIANTS["sagc-fast"]),
-    Policy("g16-tail", "g16", tail=True), Policy("g8-tail", "g8", tail=True),
+    Policy("sagc-prompt-g16", "g16", tail=True), Policy("sagc-prompt-g8", "g8", tail=True),
     Policy("sagc-fast-tail", "sagc-fast", tail=True, variant=VARIANTS["sagc-fast"]),
     Policy("sagc-prompt", "sagc-prompt", tail=True),
-    Policy("sagc-fast-prompt", "sagc-prompt", tail=True, variant=VARIANTS["sagc-fast"]),
+    Policy("sagc-prompt-fast", "sagc-prompt", tail=True, variant=VARIANTS["sagc-fast"]),
 )  # fmt: skip
 
 
 def build(policy: Policy, world, seed: int, sagc: dict[str, Any], long_fraction: float):
-    """The (group sizer, prompt stream) of a policy in a world, seeded with ``seed``."""
-    cfg = SAGCConfig.from_dict({**sagc, **policy.variant, "seed": seed})
-    if policy.tail:
-        predictor = PromptLengthPredictor(world.n, world.features())
-        stream = TailBatchingStream(world.n, seed, predictor=predictor, long_fraction=long_fraction)
-    else:
-        stream = PromptStream(world.n, seed)
+    """The (group sizer, prompt stream) of a policy in a world, seeded with ``seed``;
+    tail-batched ones are built from a ``sagc_prompt`` block, as the trainer builds them."""
+    block = {**sagc, **policy.variant, "seed": seed}
+    if not policy.tail:
+        return make_group_sizer(policy.sizing, block), PromptStream(world.n, seed)
+    cfg = PromptSAGCConfig.from_dict({**block, "long_fraction": long_fraction})
+    stream = cfg.schedule(world.n, seed, features=world.features())
     if policy.sizing == "sagc-prompt":
-        return PromptAwareSAGC(cfg, stream), stream
-    return make_group_sizer(policy.sizing, cfg), stream
+        sizer = cfg.build()
+        sizer.attach(stream)
+        return sizer, stream
+    return make_group_sizer(policy.sizing, block), stream
 
 
 def run_policy(sizer, stream, world, steps: int, prompts: int, tp: ThroughputConfig, name: str) -> SizingResult:
