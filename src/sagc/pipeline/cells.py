@@ -7,6 +7,7 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
+from sagc.controller import parse_sizing
 from sagc.pipeline.grid import Cell, Grid
 
 
@@ -30,20 +31,11 @@ def train_data_path(grid: Grid) -> str:
     return f"{grid.data_dir}/train.jsonl"
 
 
-#: What a fixed-G cell takes from the SAGC block: how a straggler is measured, nothing else,
-#: so that tuning the controller does not rerun the fixed baselines.
-MEASUREMENT_KEYS = ("tau", "scope")
-
-
-def sagc_config(config: dict[str, Any], sizing: str) -> dict[str, Any]:
-    """The SAGC block for a sizing: ``sagc-<variant>`` applies ``sagc_variants.<variant>``;
-    a fixed ``g<N>`` gets only the measurement keys."""
-    base = dict(config.get("sagc", {}))
-    if sizing.startswith("sagc-"):
-        base.update(config.get("sagc_variants", {})[sizing[len("sagc-"):]])
-    elif sizing != "sagc":
-        base = {k: v for k, v in base.items() if k in MEASUREMENT_KEYS}
-    return base
+def sizing_section(config: dict[str, Any], sizing: str) -> dict[str, Any]:
+    """A cell's ``sizing`` section: its name and the block its policy reads, variant applied
+    (``sagc.controller.registry``; a fixed ``g<N>`` gets only the measurement keys)."""
+    parsed = parse_sizing(sizing)
+    return {"name": sizing, parsed.block: parsed.cell_block(config)}
 
 
 def train_cell_config(config: dict[str, Any], grid: Grid, cell: Cell) -> dict[str, Any]:
@@ -73,7 +65,7 @@ def train_cell_config(config: dict[str, Any], grid: Grid, cell: Cell) -> dict[st
         "rewards": dict(config.get("rewards", {})),
         "train": train,
         "algorithm": {"name": cell.algorithm, **config.get("algorithm_overrides", {}).get(cell.algorithm, {})},
-        "sizing": {"name": cell.sizing, "sagc": sagc_config(config, cell.sizing)},
+        "sizing": sizing_section(config, cell.sizing),
         "wandb": {
             "mode": config["wandb"]["mode"],
             "project": config["wandb"]["project"],
@@ -99,7 +91,7 @@ def resolve_accumulation(config: dict[str, Any], cell: Cell) -> int:
                          "(and device.use_cpu=false): the card the micro-batch is sized for")
     algo = resolve_algorithm({"name": cell.algorithm, **config.get("algorithm_overrides", {}).get(cell.algorithm, {})},
                              config["train"].get("max_completion_length", TrainSection.max_completion_length))
-    sizes = SizingSection(name=cell.sizing, sagc=sagc_config(config, cell.sizing)).group_sizes()
+    sizes = SizingSection.from_dict(sizing_section(config, cell.sizing)).group_sizes()
     return auto_accumulation(config, cell.model, algo, sizes)
 
 

@@ -147,7 +147,6 @@ def build_trainer(cfg: TrainConfig, *, callbacks: list | None = None, step_logge
     """
     from trl import GRPOConfig
 
-    from sagc.controller import make_group_sizer
     from sagc.train.precision import optimizer_cls_and_kwargs
     from sagc.train.presets import grpo_config_kwargs, resolve_algorithm, step_shapes
     from sagc.train.rewards import build_reward_funcs
@@ -165,7 +164,7 @@ def build_trainer(cfg: TrainConfig, *, callbacks: list | None = None, step_logge
         funcs = list(reward_funcs) + funcs[n_registry:]
         weights = list(reward_weights or [1.0] * len(reward_funcs)) + weights[n_registry:]
     args.reward_weights = weights
-    sizer = make_group_sizer(cfg.sizing.name, cfg.sizing.sagc_config(cfg.train.seed), seed=cfg.train.seed)
+    sizer = cfg.sizing.build(seed=cfg.train.seed)
     trainer = (trainer_cls or SAGCGRPOTrainer)(
         model=cfg.model.path,
         reward_funcs=funcs,
