@@ -190,6 +190,9 @@ class DataSection:
 
 @dataclass(frozen=True)
 class TrainSection:
+    """``prompts_per_step`` (P, fixed: the paper's default) or ``rollout_budget`` (B rollouts
+    per step, P = B / G): exactly one is set; a budget alone turns the default P off."""
+
     steps: int = 30
     prompts_per_step: int | None = 4
     rollout_budget: int | None = None
@@ -211,7 +214,10 @@ class TrainSection:
 
     @classmethod
     def from_dict(cls, d: Any) -> "TrainSection":
-        out = cls(**_section(d, "train", cls))
+        d = _section(d, "train", cls)
+        if d.get("rollout_budget") is not None and "prompts_per_step" not in d:
+            d["prompts_per_step"] = None  # the default P only applies without a budget
+        out = cls(**d)
         _pos_int("train.steps", out.steps)
         _pos_int("train.prompts_per_step", out.prompts_per_step, allow_none=True)
         _pos_int("train.rollout_budget", out.rollout_budget, allow_none=True)

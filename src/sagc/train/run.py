@@ -356,19 +356,13 @@ def run_cell(cfg: TrainConfig, *, callbacks: list | None = None) -> dict:
     return done
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sagc.train", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--config", required=True, help="cell config (JSON or YAML)")
-    ns = parser.parse_args(argv)
+def run_job(cfg: TrainConfig) -> int:
+    """A training process's whole job on a valid cell: train it, print done.json's summary
+    line; 0 on success, 2 on a ``ValueError`` (printed with the cell id)."""
     # A cell job owns its wandb-core service: one inherited from a parent process would
     # still hold the run id of a killed attempt and refuse the resumed run ("run ID in use").
     os.environ.pop("WANDB_SERVICE", None)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    try:
-        cfg = load_config(ns.config)
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
     try:
         done = run_cell(cfg)
     except ValueError as e:
@@ -376,3 +370,17 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(json.dumps({k: v for k, v in done.items() if k != "history"}))
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m sagc.train --config CELL``: the command line's boundary (the cell file
+    is validated here, named in the error), then ``run_job``."""
+    parser = argparse.ArgumentParser(prog="python -m sagc.train", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", required=True, help="cell config (JSON or YAML)")
+    ns = parser.parse_args(argv)
+    try:
+        cfg = load_config(ns.config)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return run_job(cfg)
