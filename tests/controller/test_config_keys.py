@@ -33,11 +33,11 @@ def test_sagc_fast_variant_reaches_the_cell_config():
     cells = {c.sizing: c for c in grid.cells()}
     fast = TrainConfig.from_dict(train_cell_config(config, grid, cells["sagc-fast"]), check_vllm=False)
     faithful = TrainConfig.from_dict(train_cell_config(config, grid, cells["sagc"]), check_vllm=False)
-    assert fast.sizing.sagc_config(0).counterfactual is True
-    assert fast.sizing.sagc_config(0).selection == "constrained"
-    assert fast.sizing.sagc_config(0).tau == config["sagc"]["tau"]
-    assert faithful.sizing.sagc_config(0).counterfactual is False
-    assert faithful.sizing.sagc_config(0).selection == "lagrangian"
+    assert fast.sizing.policy_config(0).counterfactual is True
+    assert fast.sizing.policy_config(0).selection == "constrained"
+    assert fast.sizing.policy_config(0).tau == config["sagc"]["tau"]
+    assert faithful.sizing.policy_config(0).counterfactual is False
+    assert faithful.sizing.policy_config(0).selection == "lagrangian"
 
 
 def test_options_accepted_in_the_sagc_block():

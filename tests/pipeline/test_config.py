@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sagc.pipeline.cells import sagc_config, train_cell_config
+from sagc.pipeline.cells import sizing_section, train_cell_config
 from sagc.pipeline.config import ConfigError, load_config, prepare
 from sagc.pipeline.grid import Cell, Grid
 
@@ -88,8 +88,8 @@ def test_invalid_config_fails_before_any_job(tmp_path):
 
 def test_fixed_cells_only_see_the_measurement_keys():
     config = load_config(REPO / "configs" / "default.yaml")
-    assert set(sagc_config(config, "g16")) == {"tau", "scope"}
-    assert sagc_config(config, "sagc") == config["sagc"]
+    assert set(sizing_section(config, "g16")["sagc"]) == {"tau", "scope"}
+    assert sizing_section(config, "sagc")["sagc"] == config["sagc"]
     tuned = copy.deepcopy(config)
     tuned["sagc"]["delta"] = 0.1
     grid = Grid.from_config(config)

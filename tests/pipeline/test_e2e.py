@@ -291,3 +291,25 @@ def test_a_killed_pipeline_resumes_the_cell_from_its_checkpoint(ci_run):
     want = json.loads((work / "reference" / "done.json").read_text())
     assert resumed["group_sizes"] == want["group_sizes"]
     assert resumed["stragglers"] == want["stragglers"]
+
+
+@pytest.mark.slow
+def test_a_rollout_budget_config_trains(ci_run):
+    """``train.rollout_budget`` instead of ``train.prompts_per_step``: the pipeline accepts
+    the config, and the cell trains with P = budget / G prompts at every step."""
+    work, config = ci_run
+    data = yaml.safe_load(config.read_text())
+    del data["train"]["prompts_per_step"]
+    data["train"]["rollout_budget"] = 8  # candidates 2, 4, 8 -> 4, 2, 1 prompts
+    data["sizings"] = ["sagc"]
+    budget = work / "ci_budget.yaml"
+    budget.write_text(yaml.safe_dump(data))
+    target = "results/ci/train/tiny-llama/grpo/sagc/seed0/done.json"  # before --configfile (nargs=+)
+    rc, out = ci_run.snakemake(target, "--cores", "2", "--configfile", str(budget))
+    assert rc == 0, out[-4000:]
+    cell = json.loads((work / target).parent.joinpath("cell.json").read_text())
+    assert cell["train"]["rollout_budget"] == 8 and "prompts_per_step" not in cell["train"]
+    done = json.loads((work / target).read_text())
+    assert done["steps"] == data["train"]["steps"]
+    assert [h["prompts"] * h["group_size"] for h in done["history"]] == [8] * done["steps"]
+    assert [h["rollouts"] for h in done["history"]] == [8] * done["steps"]

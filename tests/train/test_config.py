@@ -59,7 +59,7 @@ _DELETE = object()
 def test_pipeline_shape_is_accepted(cell):
     cfg = TrainConfig.from_dict(cell)
     assert cfg.train.prompts_per_step == 4 and cfg.sizing.group_sizes() == (4, 8, 16)
-    assert cfg.sizing.sagc_config(cfg.train.seed).seed == 1234567
+    assert cfg.sizing.policy_config(cfg.train.seed).seed == 1234567
     assert cfg.algorithm.beta == 0.04 and cfg.train.lr_scheduler_type == "constant"
 
 

@@ -14,7 +14,10 @@ from sagc.pipeline.cells import (
     base_model_eval_flags,
     cli_flags,
     eval_settings,
+    measure_prompts,
+    straggler_tau,
     train_cell_config,
+    train_setting,
 )
 from sagc.pipeline.config import prepare
 from sagc.pipeline.env import configure_job_environment

@@ -16,7 +16,7 @@ rule train:
         # Canonical JSON: Snakemake reruns a cell whose params changed, and a dict's
         # key order (which follows the YAML file) must not count as a change.
         cell=lambda wc: json.dumps(train_cell_config(config, GRID, cell_of(wc)), sort_keys=True),
-    threads: config["train"].get("torch_threads", 1)
+    threads: train_setting(config, "torch_threads") or 1
     resources:
         **res("train", mem_mb=3000, runtime=30),
     log:

@@ -73,10 +73,10 @@ if WORLD == "tiny":
             f"{ROOT}/models/{{model}}/stragglers.json",
         params:
             data=lambda wc, input: os.path.dirname(input.data),
-            tau=config["sagc"].get("tau", 2.0),
-            prompts=config["train"]["prompts_per_step"],
-            max_len=config["train"].get("max_completion_length", 160),
-            temperature=config["train"].get("temperature", 1.0),
+            tau=straggler_tau(config),
+            prompts=measure_prompts(config),
+            max_len=train_setting(config, "max_completion_length"),
+            temperature=train_setting(config, "temperature"),
             flags=cli_flags(config["tiny"]["measure"]),
         log:
             f"{ROOT}/logs/tiny_stragglers_{{model}}.log",

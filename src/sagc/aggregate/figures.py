@@ -39,7 +39,7 @@ from sagc.aggregate.collect import Collected  # noqa: E402
 from sagc.aggregate.grid import TIME_UNITS  # noqa: E402
 from sagc.aggregate.outputs import FIGURE_NAMES  # noqa: E402
 from sagc.aggregate.palette import BASE_COLOUR, palette  # noqa: E402
-from sagc.aggregate.stats import fixed_group_size  # noqa: E402
+from sagc.controller import fixed_group_size  # noqa: E402
 
 COLUMN_IN = 3.4
 FULL_IN = 7.0

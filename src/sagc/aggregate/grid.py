@@ -3,7 +3,7 @@
 Shape (keys not listed are rejected, so a typo does not silently fall back to a default)::
 
     {"name": "default",                      # config name; also W&B config key config_name
-     "time_unit": "h",                       # "s" | "min" | "h" (default "h")
+     "time_unit": "s",                       # "s" | "min" | "h" (default "s")
      "last_k": 5,                            # final reward = mean of the last k steps
      "allow_partial": false,                 # mark missing cells instead of failing
      "tau": 2.0,                             # optional: straggler threshold, drawn in figures
@@ -79,7 +79,7 @@ class Grid:
     tables_dir: Path
     figures_dir: Path
     wandb: WandbSource = field(default_factory=WandbSource)
-    time_unit: str = "h"
+    time_unit: str = "s"
     last_k: int = 5
     allow_partial: bool = False
     tau: float | None = None
@@ -118,13 +118,13 @@ def parse_grid(raw: dict, root: str | Path = ".", source: str = "grid") -> Grid:
         return p if p.is_absolute() else root / p
 
     name = _require(raw, "name", source, str)
-    time_unit = raw.get("time_unit", "h")
+    time_unit = raw.get("time_unit", Grid.time_unit)
     if time_unit not in TIME_UNITS:
         raise ValueError(f"{source}: time_unit must be one of {sorted(TIME_UNITS)}, got {time_unit!r}")
-    last_k = raw.get("last_k", 5)
+    last_k = raw.get("last_k", Grid.last_k)
     if not isinstance(last_k, int) or isinstance(last_k, bool) or last_k < 1:
         raise ValueError(f"{source}: last_k must be a positive integer, got {last_k!r}")
-    allow_partial = raw.get("allow_partial", False)
+    allow_partial = raw.get("allow_partial", Grid.allow_partial)
     if not isinstance(allow_partial, bool):
         raise ValueError(f"{source}: allow_partial must be true or false, got {allow_partial!r}")
     tau = raw.get("tau")

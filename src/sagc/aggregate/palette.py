@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import zlib
 
-from sagc.aggregate.stats import fixed_group_size
+from sagc.controller import fixed_group_size
 
 KNOWN = {
     "g2": "#cc79a7",  # reddish purple

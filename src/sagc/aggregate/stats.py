@@ -28,13 +28,13 @@ and only the mean is shown. NaN values inside a history column are ignored by th
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from sagc import metrics
+from sagc.controller import fixed_group_size
 
 #: The per-cell statistics: name -> (history metrics it needs).
 CELL_STATS = {
@@ -52,15 +52,6 @@ CELL_STATS = {
 
 #: Every history metric the training-efficiency table needs.
 NEEDED_METRICS = tuple(dict.fromkeys(m for ms in CELL_STATS.values() for m in ms))
-
-_FIXED = re.compile(r"^g(\d+)$")
-
-
-def fixed_group_size(sizing: str) -> int | None:
-    """G of a fixed sizing name (``"g16"`` -> 16), None for controllers (``"sagc"``...)."""
-    m = _FIXED.match(sizing)
-    return int(m.group(1)) if m else None
-
 
 def reference_sizing(sizings) -> str | None:
     """The largest fixed G among ``sizings`` (the speed-up reference), None if none."""

@@ -30,7 +30,8 @@ from sagc.aggregate.collect import CellResult, Collected
 from sagc.aggregate.grid import TIME_UNITS
 from sagc.aggregate.palette import sizing_order
 from sagc.aggregate.render import latex_table, markdown_table
-from sagc.aggregate.stats import MeanStd, fixed_group_size, reference_sizing
+from sagc.aggregate.stats import MeanStd, reference_sizing
+from sagc.controller import fixed_group_size
 
 MISSING = "missing"
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
+from sagc.controller import parse_sizing
 from sagc.pipeline.grid import Cell, Grid
 
 
@@ -30,20 +31,35 @@ def train_data_path(grid: Grid) -> str:
     return f"{grid.data_dir}/train.jsonl"
 
 
-#: What a fixed-G cell takes from the SAGC block: how a straggler is measured, nothing else,
-#: so that tuning the controller does not rerun the fixed baselines.
-MEASUREMENT_KEYS = ("tau", "scope")
+def sizing_section(config: dict[str, Any], sizing: str) -> dict[str, Any]:
+    """A cell's ``sizing`` section: its name and the block its policy reads, variant applied
+    (``sagc.controller.registry``; a fixed ``g<N>`` gets only the measurement keys)."""
+    parsed = parse_sizing(sizing)
+    return {"name": sizing, parsed.block: parsed.cell_block(config)}
 
 
-def sagc_config(config: dict[str, Any], sizing: str) -> dict[str, Any]:
-    """The SAGC block for a sizing: ``sagc-<variant>`` applies ``sagc_variants.<variant>``;
-    a fixed ``g<N>`` gets only the measurement keys."""
-    base = dict(config.get("sagc", {}))
-    if sizing.startswith("sagc-"):
-        base.update(config.get("sagc_variants", {})[sizing[len("sagc-"):]])
-    elif sizing != "sagc":
-        base = {k: v for k, v in base.items() if k in MEASUREMENT_KEYS}
-    return base
+def straggler_tau(config: dict[str, Any]) -> float:
+    """The straggler threshold of every cell, fixed or not: the ``sagc`` block's tau, or
+    ``SAGCConfig``'s default (the one place it is stated)."""
+    return parse_sizing("g2").config(config.get("sagc") or {}).tau
+
+
+def train_setting(config: dict[str, Any], key: str) -> Any:
+    """A ``train`` key of the pipeline config, or the trainer's default for it
+    (``sagc.train.config.TrainSection``, the one place that states it)."""
+    from sagc.train.config import TrainSection
+
+    return config["train"].get(key, getattr(TrainSection, key))
+
+
+def measure_prompts(config: dict[str, Any]) -> int:
+    """Prompts per step of the world's straggler measurement: ``train.prompts_per_step``,
+    or with a ``train.rollout_budget`` the prompts the budget gives the largest G."""
+    train = config["train"]
+    if train.get("prompts_per_step") is not None:
+        return int(train["prompts_per_step"])
+    largest = max(max(parse_sizing(s).group_sizes(parse_sizing(s).cell_block(config))) for s in config["sizings"])
+    return max(1, int(train["rollout_budget"]) // largest)
 
 
 def train_cell_config(config: dict[str, Any], grid: Grid, cell: Cell) -> dict[str, Any]:
@@ -73,7 +89,7 @@ def train_cell_config(config: dict[str, Any], grid: Grid, cell: Cell) -> dict[st
         "rewards": dict(config.get("rewards", {})),
         "train": train,
         "algorithm": {"name": cell.algorithm, **config.get("algorithm_overrides", {}).get(cell.algorithm, {})},
-        "sizing": {"name": cell.sizing, "sagc": sagc_config(config, cell.sizing)},
+        "sizing": sizing_section(config, cell.sizing),
         "wandb": {
             "mode": config["wandb"]["mode"],
             "project": config["wandb"]["project"],
@@ -91,15 +107,15 @@ def resolve_accumulation(config: dict[str, Any], cell: Cell) -> int:
     """``train.gradient_accumulation_steps: auto``: the largest micro-batch of this cell that
     fits the card (``sagc.pipeline.memory``)."""
     from sagc.pipeline.memory import auto_accumulation, card_gib
-    from sagc.train.config import SizingSection, TrainSection
+    from sagc.train.config import SizingSection
     from sagc.train.presets import resolve_algorithm
 
     if card_gib(config) is None:
         raise ValueError("train.gradient_accumulation_steps=auto needs device.gpu_memory_gib "
                          "(and device.use_cpu=false): the card the micro-batch is sized for")
     algo = resolve_algorithm({"name": cell.algorithm, **config.get("algorithm_overrides", {}).get(cell.algorithm, {})},
-                             config["train"].get("max_completion_length", TrainSection.max_completion_length))
-    sizes = SizingSection(name=cell.sizing, sagc=sagc_config(config, cell.sizing)).group_sizes()
+                             train_setting(config, "max_completion_length"))
+    sizes = SizingSection.from_dict(sizing_section(config, cell.sizing)).group_sizes()
     return auto_accumulation(config, cell.model, algo, sizes)
 
 
@@ -113,14 +129,16 @@ def eval_settings(config: dict[str, Any]) -> dict[str, Any]:
 
 def aggregate_grid(config: dict[str, Any], grid: Grid) -> dict[str, Any]:
     """The grid description ``python -m sagc.aggregate --grid`` reads."""
+    from sagc.aggregate.grid import Grid as Defaults
+
     agg = config.get("aggregate", {})
     wb = config.get("wandb", {})
     return {
         "name": grid.name,
-        "time_unit": agg.get("time_unit", "s"),
-        "last_k": agg.get("last_k", 5),
-        "allow_partial": agg.get("allow_partial", False),
-        "tau": config.get("sagc", {}).get("tau", 2.0),
+        "time_unit": agg.get("time_unit", Defaults.time_unit),
+        "last_k": agg.get("last_k", Defaults.last_k),
+        "allow_partial": agg.get("allow_partial", Defaults.allow_partial),
+        "tau": straggler_tau(config),
         "wandb": {
             "source": wb.get("source", "offline"),
             "entity": wb.get("entity"),

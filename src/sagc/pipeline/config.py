@@ -4,9 +4,9 @@ Two layers, both run when the Snakefile is parsed (so ``snakemake -n`` already f
 
 1. the JSON schema ``workflow/schemas/config.schema.yaml`` (types, ranges, unknown keys),
    reported as ``<file>: config key 'train.steps': ...`` rather than jsonschema's dump;
-2. what a schema cannot express: world-specific model keys, sizing names against the
-   SAGC candidates, the SAGC hyper-parameters themselves (``SAGCConfig``), and every
-   cell's trainer config (``sagc.train.config``), named by cell id.
+2. what a schema cannot express: world-specific model keys, sizing names against their
+   policy's variants and each policy's hyper-parameters (``sagc.controller.registry``),
+   and every cell's trainer config (``sagc.train.config``), named by cell id.
 
 Snakemake's own ``validate`` then fills in the schema's defaults.
 """
@@ -54,8 +54,6 @@ def check_schema(config: dict[str, Any], source: str, schema_path: Path | str = 
 
 def check_semantics(config: dict[str, Any], source: str) -> None:
     """Checks across keys; assumes the schema passed and defaults are filled."""
-    from sagc.controller import SAGCConfig
-
     from sagc.pipeline.grid import check_name
 
     problems = []
@@ -72,30 +70,40 @@ def check_semantics(config: dict[str, Any], source: str) -> None:
     if world == "hub" and not (config.get("hub", {}).get("train_dataset") or config.get("hub", {}).get("train_source")):
         problems.append("config key 'hub.train_dataset': world 'hub' needs a training dataset (or hub.train_source)")
 
-    try:
-        sagc = SAGCConfig.from_dict(config.get("sagc", {}))
-    except ValueError as err:
-        problems.append(f"config key 'sagc': {err}")
-        sagc = None
-    variants = config.get("sagc_variants", {})
-    # Every variant, used by a sizing or not: a typo in an unused one is still a typo.
-    for variant, overrides in variants.items():
-        try:
-            SAGCConfig.from_dict({**config.get("sagc", {}), **overrides})
-        except ValueError as err:
-            problems.append(f"config key 'sagc_variants.{variant}': {err}")
-    for sizing in config["sizings"]:
-        if sizing.startswith("sagc-"):
-            variant = sizing[len("sagc-"):]
-            if variant not in variants:
-                problems.append(
-                    f"config key 'sizings': '{sizing}' needs 'sagc_variants.{variant}' "
-                    f"(known variants: {sorted(variants) or 'none'})"
-                )
-        elif sizing.startswith("g") and sagc is not None and int(sizing[1:]) < 2:
-            problems.append(f"config key 'sizings': '{sizing}' needs G >= 2")
+    problems += _sizing_problems(config)
     if problems:
         raise ConfigError(f"{source}: invalid config\n  " + "\n  ".join(problems))
+
+
+def _sizing_problems(config: dict[str, Any]) -> list[str]:
+    """Each policy's block and every one of its variants (used by a sizing or not: a typo
+    in an unused one is still a typo), and each sizing against the variants it needs."""
+    from sagc.controller import POLICIES, Sizing, parse_sizing
+
+    problems = []
+    used = set()
+    for sizing in config["sizings"]:
+        try:
+            parsed = parse_sizing(sizing, key="config key 'sizings'")
+            used.add(parsed.block)
+            parsed.cell_block(config)
+        except ValueError as err:
+            msg = str(err)
+            problems.append(msg if msg.startswith("config key") else f"config key 'sizings': {msg}")
+    for policy in POLICIES.values():
+        if policy.block not in config and policy.block not in used:
+            continue
+        base = Sizing(policy.name, policy=policy).cell_block(config)
+        try:
+            policy.config.from_dict(base)
+        except ValueError as err:
+            problems.append(f"config key '{policy.block}': {err}")
+        for variant, overrides in (config.get(policy.variants_block) or {}).items():
+            try:
+                policy.config.from_dict({**base, **overrides})
+            except ValueError as err:
+                problems.append(f"config key '{policy.variants_block}.{variant}': {err}")
+    return problems
 
 
 def load_config(path: str | Path) -> dict[str, Any]:

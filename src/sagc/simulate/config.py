@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from sagc.controller import SAGCConfig
+from sagc.controller import SAGCConfig, fixed_group_size, parse_sizing
 
 DECODE_BATCHING = ("continuous", "static")
 LENGTH_SOURCES = ("parametric", "replay")
@@ -260,11 +260,7 @@ class SimConfig:
             raise ValueError(f"sizings must be a non-empty list such as [g4, g16, sagc], got {self.sizings!r}")
         object.__setattr__(self, "sizings", tuple(self.sizings))
         for s in self.sizings:
-            if not isinstance(s, str) or not (
-                (s.startswith("g") and s[1:].isdigit() and int(s[1:]) >= 2)
-                or s == "sagc" or s.startswith("sagc-")
-            ):
-                raise ValueError(f"sizings: unknown sizing {s!r}; expected 'g<N>' (N >= 2) or 'sagc'")
+            parse_sizing(s, key="sizings")
         if len(set(self.sizings)) != len(self.sizings):
             raise ValueError(f"sizings has duplicates: {list(self.sizings)}")
         if self.source not in LENGTH_SOURCES:
@@ -275,15 +271,12 @@ class SimConfig:
 
     @property
     def fixed_sizes(self) -> tuple[int, ...]:
-        return tuple(int(s[1:]) for s in self.sizings if s.startswith("g"))
+        return tuple(g for g in map(fixed_group_size, self.sizings) if g is not None)
 
     @property
     def pool_width(self) -> int:
         """The largest G any sizing of this run can choose: rollouts drawn per prompt."""
-        sizes = list(self.fixed_sizes)
-        if any(s.startswith("sagc") for s in self.sizings):
-            sizes += list(self.sagc.candidates)
-        return max(sizes)
+        return max(max(parse_sizing(s).group_sizes(self.sagc)) for s in self.sizings)
 
     @classmethod
     def from_dict(cls, d: Any) -> "SimConfig":

@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from sagc.controller import FixedGroupSize, GroupSizer, SAGCConfig, make_group_sizer
+from sagc.controller import FixedGroupSize, GroupSizer, SAGCConfig, fixed_group_size, make_group_sizer
 from sagc.lengths import block_ratios
 from sagc.simulate.config import SimConfig, ThroughputConfig
 from sagc.simulate.sources import Block, ParametricLengths, ReplayLengths
@@ -235,7 +235,7 @@ def simulate(
     """Run every sizing of ``cfg`` on the same length pool; results keyed by sizing name.
 
     ``sizer_factory(sizing, sagc_config)`` builds a policy for a sizing name (default:
-    ``sagc.controller.make_group_sizer``), so future controller variants plug in by name.
+    ``sagc.controller.make_group_sizer``, the sizing registry), so variants plug in by name.
     The controller's seed is the config's ``sagc.seed`` offset by the simulation seed, so
     two simulation seeds give two independent controller runs.
     """
@@ -261,9 +261,9 @@ def summary_table(results: dict[str, SizingResult]) -> list[dict[str, Any]]:
     (``speedup_vs_g<N>`` = T_gN / T, ``time_saved_vs_g<N>`` = 1 - T / T_gN)."""
     rows = [r.summary() for r in results.values()]
     fixed = {name: r.summary()["total_hours"] for name, r in results.items()
-             if name.startswith("g") and name[1:].isdigit()}
+             if fixed_group_size(name) is not None}
     for row in rows:
-        for name, hours in sorted(fixed.items(), key=lambda kv: int(kv[0][1:])):
+        for name, hours in sorted(fixed.items(), key=lambda kv: fixed_group_size(kv[0])):
             row[f"speedup_vs_{name}"] = hours / row["total_hours"]
             row[f"time_saved_vs_{name}"] = 1.0 - row["total_hours"] / hours
     return rows

@@ -9,6 +9,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from sagc.controller import fixed_group_size
+
 TABLE_FILES = ("summary.csv", "summary.json", "sweep.csv")
 FIGURE_FILES = ("sim_sizing.png", "sim_sizing.pdf", "sim_sweep.png", "sim_sweep.pdf")
 
@@ -50,7 +52,7 @@ def write_figures(out_dir: str | Path, rows: list[dict], sweep_rows: list[dict],
     df = pd.DataFrame(rows)
 
     fig, axes = plt.subplots(1, 2, figsize=(8, 3.2))
-    colors = ["#4C72B0" if s.startswith("g") else "#DD8452" for s in df["sizing"]]
+    colors = ["#4C72B0" if fixed_group_size(s) is not None else "#DD8452" for s in df["sizing"]]
     axes[0].bar(df["sizing"], df["total_hours"], color=colors)
     axes[0].set_ylabel("simulated training time (h)")
     axes[1].bar(df["sizing"], 100 * df["straggler_rate"], color=colors)
@@ -67,7 +69,7 @@ def write_figures(out_dir: str | Path, rows: list[dict], sweep_rows: list[dict],
 
     sw = pd.DataFrame(sweep_rows)
     ref = [c for c in sw.columns if c.startswith("speedup_vs_g")]
-    ref = max(ref, key=lambda c: int(c.rsplit("g", 1)[1])) if ref else None
+    ref = max(ref, key=lambda c: fixed_group_size(c.removeprefix("speedup_vs_"))) if ref else None
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
     panels = [("straggler_rate", "SAGC straggler rate", ".2f")]
     if ref:

@@ -38,7 +38,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from sagc.controller import SAGCConfig, make_group_sizer
+from sagc.controller import SAGCConfig, fixed_group_size, make_group_sizer, parse_sizing
 from sagc.simulate.config import ParametricLengthConfig, ReplayConfig, SimConfig
 from sagc.simulate.engine import make_source, simulate
 from sagc.simulate.sources import CachedSource
@@ -99,7 +99,8 @@ class SuiteConfig:
         if unknown:
             raise ValueError(f"worlds: unknown world(s) {unknown}; known: {sorted(WORLDS)}")
         for name, over in self.variants.items():
-            if name != "sagc" and not name.startswith("sagc-"):
+            sizing = parse_sizing(name, key="variants")
+            if sizing.is_fixed or sizing.policy.name != "sagc":
                 raise ValueError(f"variants: {name!r} must be 'sagc' or 'sagc-<name>'")
             try:
                 self.sagc_config(name)
@@ -166,7 +167,7 @@ def run_world(world: str, steps: int, suite: SuiteConfig) -> list[dict[str, Any]
         src, n = make_source(cfg)
         pool = CachedSource(src, n, cfg.pool_width)
         results = simulate(cfg, sizer_factory=suite.sizer, source=pool)
-        fixed = {int(name[1:]): r for name, r in results.items() if name.startswith("g")}
+        fixed = {fixed_group_size(name): r for name, r in results.items() if fixed_group_size(name) is not None}
         feasible = [g for g, r in fixed.items() if r.straggler.mean() <= delta]
         best = max(feasible) if feasible else min(fixed)
         best_rollouts = float((fixed[best].group_size * fixed[best]._prompts()).sum())

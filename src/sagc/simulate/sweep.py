@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sagc.controller import SAGCConfig
+from sagc.controller import SAGCConfig, fixed_group_size
 from sagc.simulate.config import SimConfig, SweepConfig
 from sagc.simulate.engine import make_source, simulate, summary_table
 from sagc.simulate.sources import CachedSource
@@ -19,7 +19,7 @@ def run_sweep(cfg: SimConfig, sweep: SweepConfig | None = None) -> list[dict[str
     """One row per (tau, delta): SAGC's rate, hours, mean G, speed-up against every fixed G
     of ``cfg.sizings`` and whether the realised rate met the budget (rate <= delta)."""
     sweep = sweep or cfg.sweep or SweepConfig()
-    fixed = [s for s in cfg.sizings if s.startswith("g")]
+    fixed = [s for s in cfg.sizings if fixed_group_size(s) is not None]
     src, steps = make_source(cfg)
     cached = CachedSource(src, steps, cfg.pool_width)
     rows = []
@@ -61,7 +61,7 @@ def best_settings(rows: list[dict[str, Any]], reference: str | None = None) -> d
         raise ValueError("best_settings: the sweep is empty")
     keys = [k for k in rows[0] if k.startswith("speedup_vs_g")]
     if reference is None and keys:
-        reference = max(keys, key=lambda k: int(k.rsplit("g", 1)[1]))
+        reference = max(keys, key=lambda k: fixed_group_size(k.removeprefix("speedup_vs_")))
     fastest = max(rows, key=lambda r: r[reference]) if reference else min(rows, key=lambda r: r["total_hours"])
     within = [r for r in rows if r["budget_met"]]
     best = max(within, key=lambda r: (r["mean_log2_group_size"], -r["total_hours"])) if within else None

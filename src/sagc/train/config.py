@@ -20,7 +20,9 @@ Keys beyond the pipeline's shape (all optional, defaults below):
 - ``train.generation_kwargs`` ({}): extra ``GenerationConfig`` keys for HF generation (TRL's
   ``generation_kwargs``; e.g. ``top_k``, ``min_p``, ``sequence_bias``).
 - ``algorithm.*``: see ``sagc.train.presets`` (every key there is an override of the preset).
-- ``sizing.sagc``: the ``sagc.controller.SAGCConfig`` keys (``seed`` is ``train.seed``).
+- ``sizing.<block>``: the config block of the cell's policy (``sizing.sagc``: the
+  ``sagc.controller.SAGCConfig`` keys; ``seed`` is ``train.seed``); the registry
+  ``sagc.controller.registry`` maps the sizing name to its policy and block.
 
 This module imports only the standard library and ``sagc.controller`` so that validation is
 instant and runs before the heavy imports.
@@ -35,7 +37,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Mapping
 
-from sagc.controller import SAGCConfig
+from sagc.controller import Sizing, parse_sizing
 from sagc.vllm_support import require_vllm, vllm_installed  # noqa: F401 (the trainer's and tests' import path)
 
 ALGORITHMS = ("grpo", "dapo")
@@ -47,7 +49,6 @@ MASTER_WEIGHTS = ("fp32", "bf16_kahan")
 #: TRL's ``vllm_importance_sampling_mode`` values.
 IS_MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
 LR_SCHEDULERS = ("constant", "linear", "cosine", "constant_with_warmup")
-_SIZING_RE = re.compile(r"^(g\d+|sagc|sagc-[A-Za-z0-9_.-]+)$")
 
 
 # -- small validators: every message names the dotted key --------------------------------
@@ -189,6 +190,9 @@ class DataSection:
 
 @dataclass(frozen=True)
 class TrainSection:
+    """``prompts_per_step`` (P, fixed: the paper's default) or ``rollout_budget`` (B rollouts
+    per step, P = B / G): exactly one is set; a budget alone turns the default P off."""
+
     steps: int = 30
     prompts_per_step: int | None = 4
     rollout_budget: int | None = None
@@ -210,7 +214,10 @@ class TrainSection:
 
     @classmethod
     def from_dict(cls, d: Any) -> "TrainSection":
-        out = cls(**_section(d, "train", cls))
+        d = _section(d, "train", cls)
+        if d.get("rollout_budget") is not None and "prompts_per_step" not in d:
+            d["prompts_per_step"] = None  # the default P only applies without a budget
+        out = cls(**d)
         _pos_int("train.steps", out.steps)
         _pos_int("train.prompts_per_step", out.prompts_per_step, allow_none=True)
         _pos_int("train.rollout_budget", out.rollout_budget, allow_none=True)
@@ -284,36 +291,56 @@ class AlgorithmSection:
 
 @dataclass(frozen=True)
 class SizingSection:
+    """The cell's group-size policy: its sizing name and the config block that policy
+    reads, under the block's own key (``sizing.sagc`` for SAGC and fixed G; the registry
+    ``sagc.controller.registry`` says which). ``params`` is that block."""
+
     name: str = "sagc"
-    sagc: dict = field(default_factory=dict)
+    params: dict = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, d: Any) -> "SizingSection":
-        d = _section(d, "sizing", cls)
-        out = cls(**d)
-        name = _str("sizing.name", out.name)
-        if not _SIZING_RE.match(name):
-            raise _fail("sizing.name", "'g<N>' (e.g. 'g16'), 'sagc' or 'sagc-<variant>'", name)
-        if name.startswith("g") and int(name[1:]) < 2:
-            raise _fail("sizing.name", "a group size >= 2 (a group of one has no advantage)", name)
-        if not isinstance(out.sagc, Mapping):
-            raise _fail("sizing.sagc", "a mapping of SAGCConfig keys", out.sagc)
-        if "seed" in out.sagc:
-            raise ValueError("sizing.sagc.seed is not allowed: the controller is seeded with train.seed")
+        if d is None:
+            d = {}
+        if not isinstance(d, Mapping):
+            raise _fail("sizing", "a mapping", d)
+        name = _str("sizing.name", d.get("name", cls.name))
+        sizing = parse_sizing(name, key="sizing.name")
+        block = sizing.block
+        unknown = sorted(set(d) - {"name", block})
+        if unknown:
+            raise ValueError(f"unknown key(s) in sizing: {', '.join(f'sizing.{k}' for k in unknown)} "
+                             f"(allowed: {sorted({'name', block})})")
+        params = d.get(block, {})
+        if not isinstance(params, Mapping):
+            raise _fail(f"sizing.{block}", f"a mapping of {sizing.config_class.__name__} keys", params)
+        if "seed" in params:
+            raise ValueError(f"sizing.{block}.seed is not allowed: the controller is seeded with train.seed")
         try:
-            SAGCConfig.from_dict(dict(out.sagc))
+            sizing.config(params)
         except (ValueError, TypeError) as e:
-            raise ValueError(f"sizing.sagc is invalid: {e}") from None
-        return out
+            raise ValueError(f"sizing.{block} is invalid: {e}") from None
+        return cls(name=name, params=dict(params))
 
-    def sagc_config(self, seed: int) -> SAGCConfig:
-        return SAGCConfig.from_dict({**dict(self.sagc), "seed": int(seed)})
+    @property
+    def parsed(self) -> Sizing:
+        return parse_sizing(self.name)
+
+    def policy_config(self, seed: int):
+        """The policy's typed config (``SAGCConfig`` for SAGC and fixed G), seeded."""
+        return self.parsed.config(self.params, seed=seed)
+
+    def build(self, seed: int):
+        """The cell's group sizer, seeded with ``seed`` (the trainer's seed)."""
+        return self.parsed.build(self.params, seed=seed)
 
     def group_sizes(self) -> tuple[int, ...]:
         """Every G this cell can use (sorted): the candidates for SAGC, the one G otherwise."""
-        if self.name.startswith("g"):
-            return (int(self.name[1:]),)
-        return SAGCConfig.from_dict(dict(self.sagc)).sorted_candidates
+        return self.parsed.group_sizes(self.params)
+
+    def to_dict(self) -> dict:
+        """The cell-file form: ``{"name": ..., "<block>": {...}}``."""
+        return {"name": self.name, self.parsed.block: dict(self.params)}
 
 
 @dataclass(frozen=True)
@@ -436,7 +463,7 @@ class TrainConfig:
         step_shapes(self.train, algo, self.sizing.group_sizes())  # raises on any split that would not divide
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {**asdict(self), "sizing": self.sizing.to_dict()}
 
 
 def _rewards(d: Any) -> dict:

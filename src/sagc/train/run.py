@@ -147,7 +147,6 @@ def build_trainer(cfg: TrainConfig, *, callbacks: list | None = None, step_logge
     """
     from trl import GRPOConfig
 
-    from sagc.controller import make_group_sizer
     from sagc.train.precision import optimizer_cls_and_kwargs
     from sagc.train.presets import grpo_config_kwargs, resolve_algorithm, step_shapes
     from sagc.train.rewards import build_reward_funcs
@@ -165,7 +164,7 @@ def build_trainer(cfg: TrainConfig, *, callbacks: list | None = None, step_logge
         funcs = list(reward_funcs) + funcs[n_registry:]
         weights = list(reward_weights or [1.0] * len(reward_funcs)) + weights[n_registry:]
     args.reward_weights = weights
-    sizer = make_group_sizer(cfg.sizing.name, cfg.sizing.sagc_config(cfg.train.seed), seed=cfg.train.seed)
+    sizer = cfg.sizing.build(seed=cfg.train.seed)
     trainer = (trainer_cls or SAGCGRPOTrainer)(
         model=cfg.model.path,
         reward_funcs=funcs,
@@ -357,19 +356,13 @@ def run_cell(cfg: TrainConfig, *, callbacks: list | None = None) -> dict:
     return done
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sagc.train", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--config", required=True, help="cell config (JSON or YAML)")
-    ns = parser.parse_args(argv)
+def run_job(cfg: TrainConfig) -> int:
+    """A training process's whole job on a valid cell: train it, print done.json's summary
+    line; 0 on success, 2 on a ``ValueError`` (printed with the cell id)."""
     # A cell job owns its wandb-core service: one inherited from a parent process would
     # still hold the run id of a killed attempt and refuse the resumed run ("run ID in use").
     os.environ.pop("WANDB_SERVICE", None)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    try:
-        cfg = load_config(ns.config)
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
     try:
         done = run_cell(cfg)
     except ValueError as e:
@@ -377,3 +370,17 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(json.dumps({k: v for k, v in done.items() if k != "history"}))
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m sagc.train --config CELL``: the command line's boundary (the cell file
+    is validated here, named in the error), then ``run_job``."""
+    parser = argparse.ArgumentParser(prog="python -m sagc.train", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", required=True, help="cell config (JSON or YAML)")
+    ns = parser.parse_args(argv)
+    try:
+        cfg = load_config(ns.config)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return run_job(cfg)

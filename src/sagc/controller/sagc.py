@@ -619,25 +619,6 @@ def _state_rng(v: Any, bit_generator: np.random.BitGenerator) -> dict[str, Any]:
     return state
 
 
-def make_group_sizer(
-    sizing: str, sagc: SAGCConfig | dict[str, Any] | None = None, seed: int | None = None
-) -> FixedGroupSize | SAGCController:
-    """Build the policy of a grid cell from its sizing name.
-
-    ``"g<N>"`` -> ``FixedGroupSize(N)`` measured with the SAGC config's tau and scope;
-    ``"sagc"`` (or ``"sagc-<variant>"``, a name for a config variant) -> ``SAGCController``.
-    ``seed`` overrides the config's seed (the pipeline derives one per cell).
-    """
-    cfg = sagc if isinstance(sagc, SAGCConfig) else SAGCConfig.from_dict(dict(sagc or {}))
-    if seed is not None:
-        cfg = SAGCConfig.from_dict({**cfg.to_dict(), "seed": int(seed)})
-    if sizing.startswith("g") and sizing[1:].isdigit():
-        return FixedGroupSize(int(sizing[1:]), tau=cfg.tau, scope=cfg.scope)
-    if sizing == "sagc" or sizing.startswith("sagc-"):
-        return SAGCController(cfg)
-    raise ValueError(f"unknown sizing {sizing!r}: expected 'g<N>' (e.g. 'g16') or 'sagc'")
-
-
 def summarize(records: Sequence[StepRecord]) -> dict[str, float]:
     """Straggler rate, mean G and step count of a sequence of records (skipped ones excluded)."""
     rs = [r for r in records if not r.skipped]

@@ -1,0 +1,221 @@
+"""Group-size policies by sizing name: the one place that parses a sizing.
+
+A sizing name is what a grid cell, a simulator run or a table row calls its policy:
+
+- ``g<N>``: the fixed baseline ``FixedGroupSize(N)`` (N >= 2);
+- ``<policy>``: a registered policy with its config block as given (``sagc``);
+- ``<policy>-<variant>``: the same policy with the named overrides of its variants block
+  applied (``sagc-fast`` reads ``sagc_variants.fast``).
+
+``parse_sizing(name)`` turns a name into a ``Sizing`` (policy, variant, fixed G) or raises a
+``ValueError`` that names the name and the accepted forms. Everything that needs to know
+what a sizing means asks it: the pipeline schema (``SIZING_PATTERN``), the pipeline's
+checks and cell configs, the trainer's cell config and entry point, the simulator and the
+aggregation (``fixed_group_size``).
+
+Each policy reads one config block, under the same key in the pipeline config (top
+level), in a cell's ``sizing`` section and in a simulator config: ``sagc`` for the SAGC
+controller. The fixed baseline reads only the measurement keys of the ``sagc`` block
+(``MEASUREMENT_KEYS``: how a straggler is counted), so that tuning the controller does not
+rerun the fixed baselines. Variants live in ``<block>_variants`` (``sagc_variants``).
+
+Adding a policy
+---------------
+
+Write its class (anything with the ``GroupSizer`` interface) and its config class (frozen,
+with ``from_dict(dict)`` that validates and raises ``ValueError``, ``to_dict()``, a
+``sorted_candidates`` property and a ``seed`` key), then register one ``Policy`` line in
+``POLICIES``::
+
+    Policy("sagc-prompt", block="sagc_prompt", config=PromptSAGCConfig, build=PromptSAGC)
+
+Its cells are then named ``sagc-prompt`` (and ``sagc-prompt-<variant>``), read the
+pipeline's ``sagc_prompt:`` block (and ``sagc_prompt_variants:``), carry it as
+``sizing.sagc_prompt`` in their cell config, and are built as ``PromptSAGC(config)``.
+Names are matched against the longest registered policy name first, so ``sagc-prompt``
+is that policy and not a variant ``prompt`` of ``sagc``. A policy whose block should
+start from another block's keys (a hybrid reusing the SAGC hyper-parameters) passes
+``inherits="sagc"``: its cell block is ``{**sagc, **sagc_prompt}`` (then the variant).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from sagc.controller.sagc import FixedGroupSize, GroupSizer, SAGCConfig, SAGCController
+
+#: A variant's name (the part after ``<policy>-``): letters, digits and underscores.
+VARIANT_PATTERN = r"[A-Za-z0-9_]+"
+
+#: What a fixed-G sizing takes from the SAGC block: how a straggler is measured, nothing else.
+MEASUREMENT_KEYS = ("tau", "scope")
+
+#: The config block the fixed baseline's measurement keys come from.
+MEASUREMENT_BLOCK = "sagc"
+
+_FIXED = re.compile(r"^g([0-9]+)$")
+
+
+@dataclass(frozen=True)
+class Policy:
+    """A registered family of sizings: its base name, config block and how to build it.
+
+    ``config`` validates the block (``from_dict``) and ``build(config)`` makes the sizer;
+    ``inherits`` names another block whose keys the policy's block starts from.
+    """
+
+    name: str
+    block: str
+    config: type
+    build: Callable[[Any], GroupSizer]
+    inherits: str | None = None
+
+    @property
+    def variants_block(self) -> str:
+        return f"{self.block}_variants"
+
+
+#: Every policy besides the fixed baseline, by base name. Adding one is one line here.
+POLICIES: dict[str, Policy] = {
+    p.name: p
+    for p in (
+        Policy("sagc", block="sagc", config=SAGCConfig, build=SAGCController),
+    )
+}
+
+
+def register(policy: Policy) -> Policy:
+    """Add a policy at run time (tests, plug-ins); the module-level ``POLICIES`` is the
+    place for the project's own policies."""
+    if policy.name in POLICIES or _FIXED.match(policy.name):
+        raise ValueError(f"sizing policy {policy.name!r} is already registered or clashes with 'g<N>'")
+    POLICIES[policy.name] = policy
+    return policy
+
+
+def sizing_pattern() -> str:
+    """The regular expression every sizing name matches (the pipeline schema's pattern)."""
+    names = "|".join(re.escape(n) for n in sorted(POLICIES, key=len, reverse=True))
+    return f"^(g[0-9]+|({names})(-{VARIANT_PATTERN})?)$"
+
+
+def expected_forms() -> str:
+    names = sorted(POLICIES)
+    return "'g<N>' (e.g. 'g16'), " + ", ".join(f"'{n}' or '{n}-<variant>'" for n in names)
+
+
+@dataclass(frozen=True)
+class Sizing:
+    """A parsed sizing name: a fixed G, or a policy and an optional variant."""
+
+    name: str
+    fixed: int | None = None
+    policy: Policy | None = None
+    variant: str | None = None
+
+    @property
+    def is_fixed(self) -> bool:
+        return self.fixed is not None
+
+    @property
+    def block(self) -> str:
+        """The config block this sizing reads (the fixed baseline: the SAGC block's
+        measurement keys)."""
+        return MEASUREMENT_BLOCK if self.policy is None else self.policy.block
+
+    @property
+    def config_class(self) -> type:
+        """The typed config class of the block (``SAGCConfig`` for SAGC and fixed G)."""
+        return SAGCConfig if self.policy is None else self.policy.config
+
+    # -- from a pipeline config (top-level blocks) to a cell's block ----------------------
+
+    def cell_block(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        """The block a cell of this sizing carries, from a pipeline config: the policy's
+        block (after the one it inherits), then the variant's overrides; a fixed G gets
+        the measurement keys only. Raises ``ValueError`` for an unknown variant."""
+        if self.policy is None:
+            return {k: v for k, v in dict(config.get(MEASUREMENT_BLOCK) or {}).items() if k in MEASUREMENT_KEYS}
+        p = self.policy
+        block = dict(config.get(p.inherits) or {}) if p.inherits else {}
+        block.update(config.get(p.block) or {})
+        if self.variant is not None:
+            variants = config.get(p.variants_block) or {}
+            if self.variant not in variants:
+                raise ValueError(
+                    f"'{self.name}' needs '{p.variants_block}.{self.variant}' "
+                    f"(known variants: {sorted(variants) or 'none'})"
+                )
+            block.update(variants[self.variant])
+        return block
+
+    # -- from a cell's block to a config and a sizer ----------------------------------------
+
+    def config(self, block: Mapping[str, Any] | Any = None, seed: int | None = None):
+        """The typed config of the block (``ValueError`` when invalid); ``seed`` overrides it.
+        A fixed G's block is an ``SAGCConfig`` of which only the measurement keys count."""
+        cls = self.config_class
+        if isinstance(block, cls):
+            block = block.to_dict()
+        d = dict(block or {})
+        if seed is not None:
+            d["seed"] = int(seed)
+        return cls.from_dict(d)
+
+    def group_sizes(self, block: Mapping[str, Any] | Any = None) -> tuple[int, ...]:
+        """Every G this sizing can use, ascending."""
+        if self.fixed is not None:
+            return (self.fixed,)
+        return tuple(self.config(block).sorted_candidates)
+
+    def build(self, block: Mapping[str, Any] | Any = None, seed: int | None = None) -> GroupSizer:
+        """The sizer of this sizing from its block (``seed`` overrides the block's)."""
+        cfg = self.config(block, seed)
+        if self.fixed is not None:
+            return FixedGroupSize(self.fixed, tau=cfg.tau, scope=cfg.scope)
+        return self.policy.build(cfg)
+
+
+def parse_sizing(name: Any, key: str | None = None) -> Sizing:
+    """Parse a sizing name (see the module docstring); ``ValueError`` for anything else,
+    worded ``<key> must be ..., got <name>`` when the caller names the config ``key``."""
+
+    def fail(what: str) -> ValueError:
+        if key is None:
+            return ValueError(f"unknown sizing {name!r}: expected {what}")
+        return ValueError(f"{key} must be {what}, got {name!r}")
+
+    if not isinstance(name, str):
+        raise fail(expected_forms())
+    m = _FIXED.match(name)
+    if m:
+        g = int(m.group(1))
+        if g < 2:
+            raise fail("a group size >= 2 (a group of one has no advantage)")
+        return Sizing(name, fixed=g)
+    for base in sorted(POLICIES, key=len, reverse=True):
+        if name == base:
+            return Sizing(name, policy=POLICIES[base])
+        if name.startswith(base + "-") and re.fullmatch(VARIANT_PATTERN, name[len(base) + 1:]):
+            return Sizing(name, policy=POLICIES[base], variant=name[len(base) + 1:])
+    raise fail(expected_forms())
+
+
+def fixed_group_size(name: str) -> int | None:
+    """G of a fixed sizing name (``"g16"`` -> 16), None for any other name."""
+    m = _FIXED.match(name) if isinstance(name, str) else None
+    return int(m.group(1)) if m else None
+
+
+def make_group_sizer(
+    sizing: str, sagc: SAGCConfig | Mapping[str, Any] | None = None, seed: int | None = None
+) -> GroupSizer:
+    """Build the policy of a sizing name from its config block (``seed`` overrides it).
+
+    ``"g<N>"`` -> ``FixedGroupSize(N)`` measured with the block's tau and scope;
+    ``"sagc"`` / ``"sagc-<variant>"`` -> ``SAGCController`` (the block is the variant's,
+    already merged); other registered policies likewise from their own block.
+    """
+    return parse_sizing(sizing).build(sagc, seed)
