@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from sagc.controller import SAGCConfig, SAGCController
-from sagc.prompt_aware import PromptAwareSAGC
+from sagc.prompt_aware.policy import PromptAwareSAGC
 
 
 class _Rounds:

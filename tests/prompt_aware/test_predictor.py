@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from sagc.prompt_aware import PredictorConfig, PromptLengthPredictor, prompt_features
+from sagc.prompt_aware.predictor import PredictorConfig, PromptLengthPredictor, prompt_features
 
 
 def _world(n=96, seed=0):

@@ -5,7 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from sagc.prompt_aware import PromptLengthPredictor, TailBatchingStream
+from sagc.prompt_aware.predictor import PromptLengthPredictor
+from sagc.prompt_aware.schedule import TailBatchingStream
 from sagc.train.prompts import PromptStream
 
 

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from sagc.controller.sagc import FixedGroupSize, GroupSizer, SAGCConfig, SAGCController
+from sagc.prompt_aware.config import PromptSAGCConfig, build_prompt_sagc
 
 #: A variant's name (the part after ``<policy>-``): letters, digits and underscores.
 VARIANT_PATTERN = r"[A-Za-z0-9_]+"
@@ -82,6 +83,8 @@ POLICIES: dict[str, Policy] = {
     p.name: p
     for p in (
         Policy("sagc", block="sagc", config=SAGCConfig, build=SAGCController),
+        # Prompt-aware: tail batching + one SAGC per round kind (sagc.prompt_aware).
+        Policy("sagc-prompt", block="sagc_prompt", config=PromptSAGCConfig, build=build_prompt_sagc, inherits="sagc"),
     )
 }
 

@@ -6,14 +6,6 @@ long ones into dedicated rounds (tail batching), and size groups per round kind.
 - ``PromptAwareSAGC`` (``policy``): the ``sagc-prompt`` sizing, one SAGC per round kind;
 - ``PromptSAGCConfig`` (``config``): the ``sagc_prompt`` block that builds all three.
 
-See docs/prompt-aware.md for the design and the measured numbers.
+See docs/prompt-aware.md for the design and the measured numbers. The package imports
+nothing itself: the sizing registry imports ``config``, which must not pull in the trainer.
 """
-
-from sagc.prompt_aware.config import PromptSAGCConfig
-from sagc.prompt_aware.policy import PromptAwareSAGC
-from sagc.prompt_aware.predictor import PredictorConfig, PromptLengthPredictor, prompt_features
-from sagc.prompt_aware.schedule import TailBatchingStream, round_summary
-
-__all__ = ["PredictorConfig", "PromptAwareSAGC", "PromptLengthPredictor", "PromptSAGCConfig",
-           "TailBatchingStream",
-           "prompt_features", "round_summary"]

@@ -20,9 +20,12 @@ from typing import Any
 
 import numpy as np
 
-from sagc.controller import SAGCConfig
+from sagc.controller.sagc import FixedGroupSize, SAGCConfig
 from sagc.prompt_aware.predictor import PredictorConfig, PromptLengthPredictor, prompt_features
-from sagc.prompt_aware.schedule import DEFAULT_LONG_FRACTION, TailBatchingStream
+
+#: Share of an epoch's prompts deferred to long rounds by default: RollPacker's tail
+#: rounds hold the longest ~quarter; with 4 prompts a step it is one step in four.
+DEFAULT_LONG_FRACTION = 0.25
 
 _SAGC_KEYS = tuple(f.name for f in fields(SAGCConfig))
 _PREDICTOR_KEYS = tuple(f.name for f in fields(PredictorConfig))
@@ -83,7 +86,6 @@ class PromptSAGCConfig:
 
     def build(self):
         """The group sizer: ``PromptAwareSAGC``, or ``FixedGroupSize`` for tail batching alone."""
-        from sagc.controller import FixedGroupSize
         from sagc.prompt_aware.policy import PromptAwareSAGC
 
         if self.group_size is not None:
@@ -94,9 +96,11 @@ class PromptSAGCConfig:
         """The predictor's feature rows of prompts given as token ids (``prompt_features``)."""
         return prompt_features(token_ids, self.hash_dim, self.edge_tokens)
 
-    def schedule(self, n: int, seed: int, shuffle: bool = True, features: np.ndarray | None = None) -> TailBatchingStream:
+    def schedule(self, n: int, seed: int, shuffle: bool = True, features: np.ndarray | None = None):
         """The tail-batching stream over ``n`` prompts; ``features`` (one row per prompt,
         e.g. ``features(token_ids)``) inform the predictor (none: an intercept only)."""
+        from sagc.prompt_aware.schedule import TailBatchingStream  # the trainer's stream: imported late
+
         predictor = PromptLengthPredictor(n, features, self.predictor)
         return TailBatchingStream(n, seed, shuffle, predictor=predictor, long_fraction=self.long_fraction)
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Iterable, Protocol
 
-from sagc.controller import SAGCConfig, SAGCController, StepRecord
+from sagc.controller.sagc import SAGCConfig, SAGCController, StepRecord
 
 STATE_VERSION = 1
 

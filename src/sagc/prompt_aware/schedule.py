@@ -30,14 +30,11 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from sagc.prompt_aware.config import DEFAULT_LONG_FRACTION
 from sagc.prompt_aware.predictor import PromptLengthPredictor
 from sagc.train.prompts import PromptStream
 
 STATE_VERSION = 1
-
-#: Share of an epoch's prompts deferred to long rounds by default: RollPacker's tail
-#: rounds hold the longest ~quarter; with 4 prompts a step it is one step in four.
-DEFAULT_LONG_FRACTION = 0.25
 
 
 class TailBatchingStream(PromptStream):
