@@ -1,0 +1,96 @@
+"""What ``SAGCGRPOTrainer`` relies on inside TRL's ``GRPOTrainer``: the one list.
+
+The trainer varies G per step by overriding private methods of TRL 1.16 (and of the
+transformers ``Trainer`` below it) and by reading a few private attributes. None of this
+is TRL's public API, so a TRL upgrade can break it silently; ``check_contract`` compares
+the installed TRL with this list, and ``tests/train/test_trl_contract.py`` fails naming
+the hook when a method is gone or its parameters changed. Every method the trainer
+overrides must be listed here (the test checks that too).
+
+Sources and pitfalls behind each entry: ``docs/library-notes.md``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Hook:
+    """A method the trainer overrides or calls: its parameters after ``self``, and why."""
+
+    name: str
+    params: tuple[str, ...]
+    why: str
+
+
+HOOKS: tuple[Hook, ...] = (
+    Hook("get_train_dataloader", (),
+         "replaced: one ticket per micro-step; prompts come from the trainer's PromptStream"),
+    Hook("training_step", ("model", "inputs", "num_items_in_batch"),
+         "wrapped: the step's wall and CPU timers start at its first micro-step; the update's loss"),
+    Hook("_generate_and_score_completions", ("inputs",),
+         "replaced while training: asks the sizer for G, sets num_generations, draws P prompts "
+         "repeated G times and calls the parent per round (dynamic sampling); the parent computes "
+         "the advantages with rewards.view(-1, G)"),
+    Hook("_generate", ("prompts",),
+         "wrapped: raw completion lengths (EOS-trimmed, truncated rows at the cap), truncation and "
+         "the generate calls of each round; returns (prompt_ids, completion_ids, ...)"),
+    Hook("_generate_single_turn", ("prompt_ids", "images", "multimodal_fields", "num_generations", "has_tool_images"),
+         "wrapped: the vLLM weight sync is timed apart from generation; stop strings are trimmed; "
+         "returns (completion_ids, logprobs, ...)"),
+    Hook("_calculate_rewards", ("inputs", "prompts", "completions", "completion_ids_list"),
+         "wrapped: the weighted reward of each row (reward metrics, dynamic sampling's filter)"),
+    Hook("_save_checkpoint", ("model", "trial"),
+         "extended: sagc_state.json (sizer, prompt stream, step records) written last"),
+    Hook("_load_optimizer_and_scheduler", ("checkpoint",),
+         "extended: sagc_state.json restored on resume"),
+    Hook("_get_output_dir", ("trial",), "called: the folder of the checkpoint being saved"),
+)
+
+#: Instance attributes of ``GRPOTrainer`` the trainer (and ``sagc.train.rollout``) reads
+#: or writes, each assigned in TRL's source.
+ATTRIBUTES: tuple[str, ...] = (
+    "num_generations",  # set to G before each round
+    "_metrics",  # TRL's per-update metric buffers (averaged into the step's trl/* metrics)
+    "_tokenizer",
+    "eos_token_ids",
+    "reward_weights",
+    "use_vllm",
+    "vllm_generation",  # weight sync before a vLLM rollout
+    "_last_loaded_step",
+)
+
+
+def check_contract(trainer_cls: type | None = None) -> list[str]:
+    """Problems of ``trainer_cls`` (default: the installed ``trl.GRPOTrainer``) against
+    ``HOOKS`` and ``ATTRIBUTES``, one line each naming the hook; empty when all hold."""
+    if trainer_cls is None:
+        from trl import GRPOTrainer as trainer_cls
+
+    problems = []
+    for hook in HOOKS:
+        method = getattr(trainer_cls, hook.name, None)
+        if not callable(method):
+            problems.append(f"TRL hook {hook.name}: {trainer_cls.__name__} has no such method ({hook.why})")
+            continue
+        params = tuple(p for p in inspect.signature(method).parameters if p != "self")
+        if params != hook.params:
+            problems.append(f"TRL hook {hook.name}: parameters are now {params}, the trainer expects "
+                            f"{hook.params} ({hook.why})")
+    try:
+        source = inspect.getsource(trainer_cls)
+    except (OSError, TypeError):
+        source = ""
+    for attr in ATTRIBUTES:
+        if not re.search(rf"self\.{re.escape(attr)}\s*[:=]", source):
+            problems.append(f"TRL attribute {attr}: {trainer_cls.__name__} no longer assigns self.{attr}")
+    return problems
+
+
+def overridden_methods(subclass: type, base: type) -> set[str]:
+    """Methods ``subclass`` defines itself that ``base`` (or its parents) also has."""
+    return {name for name, value in vars(subclass).items()
+            if callable(value) and not name.startswith("__") and hasattr(base, name)}
