@@ -37,6 +37,7 @@ metrics (KL, entropy, clip ratios, ...) are logged alongside under a ``trl/`` pr
 | ``length/truncated_frac``    | fraction of rollouts that hit the length cap                   |
 | ``batch/prompts``            | prompts in the step (after dynamic sampling)                   |
 | ``batch/rollouts``           | rollouts in the step (prompts * G)                             |
+| ``batch/long_round``         | 1 if tail batching made this a long round, else 0              |
 | ``dapo/ds_rounds``           | extra dynamic-sampling generation rounds (DAPO)                |
 | ``dapo/ds_dropped_groups``   | zero-variance groups dropped by dynamic sampling (DAPO)        |
 | ``dapo/ds_seconds``          | seconds spent in the extra rounds (included in rollout_s)      |
@@ -84,6 +85,7 @@ TRUNCATED_FRAC = "length/truncated_frac"
 
 N_PROMPTS = "batch/prompts"
 N_ROLLOUTS = "batch/rollouts"
+LONG_ROUND = "batch/long_round"
 
 DS_ROUNDS = "dapo/ds_rounds"
 DS_DROPPED_GROUPS = "dapo/ds_dropped_groups"

@@ -69,6 +69,11 @@ class TailBatchingStream(PromptStream):
         cut = np.quantile(risk, 1.0 - self.long_fraction)
         return risk > cut
 
+    @property
+    def round_long(self) -> bool:
+        """Whether the last round drawn is a long one."""
+        return bool(self.rounds) and self.rounds[-1]
+
     def next_round_long(self) -> bool:
         """Whether the next round will be long (no short prompt left in the epoch)."""
         if self.round_open:

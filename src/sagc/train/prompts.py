@@ -48,6 +48,13 @@ class PromptStream:
             self.pos += m
         return out
 
+    # What a schedule that learns from lengths overrides (sagc.prompt_aware.schedule): the
+    # plain order learns nothing and has no long rounds.
+    round_long = False
+
+    def observe(self, prompts: list[int], lengths: list) -> None:
+        """Told each step's prompt indices and their length groups; the plain order ignores them."""
+
     def state_dict(self) -> dict:
         return {"n": self.n, "seed": self.seed, "shuffle": self.shuffle, "epoch": self.epoch, "pos": self.pos}
 

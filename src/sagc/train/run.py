@@ -137,6 +137,19 @@ def load_prompts(cfg: TrainConfig, tokenizer):
 # -- the run ------------------------------------------------------------------------------
 
 
+def prompt_schedule(cfg: TrainConfig, dataset, tokenizer, args):
+    """The tail-batching prompt stream of a ``sagc-prompt`` cell (None: the trainer's plain
+    stream). Its predictor's features come from the tokenized prompts."""
+    from sagc.prompt_aware.config import PromptSAGCConfig
+
+    policy = cfg.sizing.policy_config(cfg.train.seed)
+    if not isinstance(policy, PromptSAGCConfig):
+        return None
+    token_ids = tokenizer(list(dataset["prompt"]), add_special_tokens=False)["input_ids"]
+    return policy.schedule(len(dataset), seed=args.seed, shuffle=args.shuffle_dataset,
+                           features=policy.features(token_ids))
+
+
 def build_trainer(cfg: TrainConfig, *, callbacks: list | None = None, step_logger: Any = None,
                   reward_funcs: list | None = None, reward_weights: list[float] | None = None,
                   trainer_cls: type | None = None):
@@ -165,6 +178,9 @@ def build_trainer(cfg: TrainConfig, *, callbacks: list | None = None, step_logge
         weights = list(reward_weights or [1.0] * len(reward_funcs)) + weights[n_registry:]
     args.reward_weights = weights
     sizer = cfg.sizing.build(seed=cfg.train.seed)
+    stream = prompt_schedule(cfg, dataset, tokenizer, args)
+    if stream is not None and hasattr(sizer, "attach"):
+        sizer.attach(stream)  # sagc-prompt: G per round kind of this stream
     trainer = (trainer_cls or SAGCGRPOTrainer)(
         model=cfg.model.path,
         reward_funcs=funcs,
@@ -181,6 +197,7 @@ def build_trainer(cfg: TrainConfig, *, callbacks: list | None = None, step_logge
         ),
         step_logger=step_logger,
         callbacks=callbacks,
+        prompt_stream=stream,
     )
     # Precision: fp32 master weights use the Trainer's AdamW; bf16 weights the compensated one.
     trainer.optimizer_cls_and_kwargs = optimizer_cls_and_kwargs(cfg.device, args)

@@ -159,6 +159,8 @@ class _StepInProgress:
     ds_seconds: float = 0.0
     n_prompts: int = 0
     n_rollouts: int = 0
+    prompt_ids: list = field(default_factory=list)  # one per length group, refills included
+    long_round: bool = False
     record: StepRecord | None = None
     update_losses: list = field(default_factory=list)
     trl_metrics: list = field(default_factory=list)
@@ -195,7 +197,9 @@ class SAGCGRPOTrainer(GRPOTrainer):
 
     Args beyond ``GRPOTrainer``'s: ``group_sizer`` (a ``sagc.controller.GroupSizer``),
     ``sagc_args`` (``SAGCTrainingArguments``), ``step_logger`` (anything with
-    ``log(row, step)``, e.g. ``sagc.train.wandb_log.StepLogger``; optional).
+    ``log(row, step)``, e.g. ``sagc.train.wandb_log.StepLogger``; optional),
+    ``prompt_stream`` (default: a ``PromptStream`` seeded with ``args.seed``; e.g. a
+    ``sagc.prompt_aware.schedule.TailBatchingStream``, told every step's lengths).
     ``args.max_steps`` counts optimizer updates: steps x ``updates_per_rollout``.
     """
 
@@ -209,6 +213,7 @@ class SAGCGRPOTrainer(GRPOTrainer):
         group_sizer,
         sagc_args: SAGCTrainingArguments | None = None,
         step_logger: Any = None,
+        prompt_stream: PromptStream | None = None,
         processing_class=None,
         callbacks: list | None = None,
         **kwargs,
@@ -266,7 +271,12 @@ class SAGCGRPOTrainer(GRPOTrainer):
             callbacks=callbacks,
             **kwargs,
         )
-        self.prompt_stream = PromptStream(len(train_dataset), seed=args.seed, shuffle=args.shuffle_dataset)
+        # The plain seeded order, or a schedule that learns from lengths (tail batching).
+        if prompt_stream is None:
+            prompt_stream = PromptStream(len(train_dataset), seed=args.seed, shuffle=args.shuffle_dataset)
+        self.prompt_stream = prompt_stream
+        if self.prompt_stream.n != len(train_dataset):
+            raise ValueError(f"prompt_stream covers {self.prompt_stream.n} prompts, train_dataset has {len(train_dataset)}")
         self.step_logger = step_logger
         self.history: list[dict] = []  # one summary per finished step (done.json)
         # Per-step lengths grouped by prompt (lengths.jsonl): what the simulator replays.
@@ -291,6 +301,7 @@ class SAGCGRPOTrainer(GRPOTrainer):
 
     def _draw_rows(self, n_prompts: int, group_size: int) -> list[dict]:
         idx = self.prompt_stream.take(n_prompts)
+        self._current.prompt_ids.extend(idx)
         rows = [dict(self.train_dataset[i]) for i in idx]
         # Copies, not references: TRL may write extra fields into each row.
         return [dict(r) for r in rows for _ in range(group_size)]
@@ -380,6 +391,8 @@ class SAGCGRPOTrainer(GRPOTrainer):
         width = int(scored["prompt_ids"].shape[1]) + int(scored["completion_ids"].shape[1])
         cur.train_padded_tokens = n_rows * width * self.args.num_iterations
         cur.record = self.group_sizer.observe(cur.length_groups)
+        cur.long_round = self.prompt_stream.round_long
+        self.prompt_stream.observe(cur.prompt_ids, cur.length_groups)
         rollout.record_importance_sampling(self, scored)
         return scored
 
@@ -447,7 +460,7 @@ class SAGCGRPOTrainer(GRPOTrainer):
             "reward_mean": row[M.REWARD_MEAN], "length_max": row[M.LENGTH_MAX],
             "length_median": row[M.LENGTH_MEDIAN], "prompts": cur.n_prompts, "rollouts": cur.n_rollouts,
             "ds_rounds": cur.ds_rounds, "ds_dropped_groups": cur.ds_dropped,
-            "ds_filled_groups": cur.ds_filled, "loss": row[M.LOSS],
+            "ds_filled_groups": cur.ds_filled, "long_round": cur.long_round, "loss": row[M.LOSS],
             "cpu_s": cpu_s, "cpu_total_s": self.cpu_s, **costs,
             "calls": [c.to_dict() for c in cur.calls],
         })  # fmt: skip
@@ -455,6 +468,7 @@ class SAGCGRPOTrainer(GRPOTrainer):
         self.length_trace.append({
             "step": cur.step, "group_size": cur.group_size,
             "lengths": [[int(x) for x in g] for g in cur.length_groups],
+            "prompts": [int(i) for i in cur.prompt_ids], "long_round": cur.long_round,
             "straggler": bool(cur.record.straggler),
         })  # fmt: skip
         log.info("step %d/%d G=%d prompts=%d straggler=%d ratio=%.2f rollout_s=%.2f step_s=%.2f "
@@ -496,6 +510,7 @@ class SAGCGRPOTrainer(GRPOTrainer):
             M.TRUNCATED_FRAC: float(np.mean(cur.truncated)),
             M.N_PROMPTS: cur.n_prompts,
             M.N_ROLLOUTS: cur.n_rollouts,
+            M.LONG_ROUND: int(cur.long_round),
             M.LOSS: float(np.mean(cur.update_losses)) if cur.update_losses else math.nan,
         }
         costs = step_costs(cur.calls, cur.train_padded_tokens)
