@@ -33,13 +33,15 @@ _PREDICTOR_KEYS = tuple(f.name for f in fields(PredictorConfig))
 
 @dataclass(frozen=True)
 class PromptSAGCConfig:
-    """Typed ``sagc_prompt`` block (module docstring). Defaults: ``hash_dim`` 32 (collisions
-    are rare among a prompt's 2 x ``edge_tokens`` = 4 edge features), ``long_fraction`` 0.25."""
+    """Typed ``sagc_prompt`` block (module docstring). Defaults: ``hash_dim`` 256 (the tiny
+    world's 26 letters x 2 edge positions x 2 edges barely collide; fitted on 1000 of its
+    problems, the features predict the log-length of unseen ones with r = 0.84, with 32
+    columns 0.12), ``edge_tokens`` 2, ``long_fraction`` 0.25."""
 
     sagc: SAGCConfig = field(default_factory=SAGCConfig)
     predictor: PredictorConfig = field(default_factory=PredictorConfig)
     long_fraction: float = DEFAULT_LONG_FRACTION
-    hash_dim: int = 32
+    hash_dim: int = 256
     edge_tokens: int = 2
     group_size: int | None = None
 

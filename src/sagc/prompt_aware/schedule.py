@@ -1,31 +1,37 @@
 """Tail batching: a ``PromptStream`` that defers prompts predicted long into long rounds.
 
 A synchronous step waits for its longest rollout. Mixing a few long prompts into every step
-makes every step wait for one; gathering them into a few dedicated *long rounds* lets the
-other (*short*) rounds finish early. Every prompt is still trained exactly once per epoch
-and on-policy (its rollouts come from the policy of the step that draws it); only the
-order within an epoch changes.
+makes every step wait for one; gathering them into dedicated *long rounds* lets the other
+(*short*) rounds finish early. Every prompt is still trained exactly once per epoch and
+on-policy (its rollouts come from the policy of the step that draws it); only the order
+within an epoch changes, and by a bounded delay.
 
 Per epoch ``e`` the base order is ``PromptStream``'s permutation (``default_rng([seed,
 e])``). At every draw the predictor (``PromptLengthPredictor``) scores all prompts; the
 top ``long_fraction`` by ``risk`` (strictly above the (1 - long_fraction) quantile, so a
-predictor with no information defers nothing) are *long*. A round is short while
-short prompts remain in the epoch: it takes them in base order. Once none remains, rounds
-are long: the remaining prompts go in increasing predicted risk, so similar lengths share
-a step. Only the round in which the short prompts run out holds both kinds.
+predictor with no information defers nothing) are *long*.
 
-Rounds are delimited by ``observe``: the first ``take`` after it starts a round (its kind
-is ``next_round_long()`` at that moment, which a prompt-aware sizer reads before choosing
-G); later takes of the same step (dynamic-sampling refills) continue it.
+- A short round walks the base order: a short prompt is taken, a long one is *deferred*
+  (queued).
+- As soon as the queue holds a full round (the prompts of the last round), the next round is
+  long: it takes the queue, oldest first. With ``long_fraction = 0.25`` one round in four is
+  long, and a deferred prompt waits about three rounds: a run shorter than an epoch still
+  trains on the long prompts (deferring them to the epoch's end would drop them from such a
+  run, a biased curriculum).
+- When the base order is exhausted, the queue is flushed (a long round, possibly
+  shorter-filled from the next epoch) before the next epoch starts.
 
-The state (epoch, the prompts drawn in it, the round flags, the predictor) is saved with
-every checkpoint; the predictions are a function of the observations, so a resumed run
-draws exactly the prompts the uninterrupted one would have.
+Rounds are delimited by ``observe``: the first ``take`` after it starts a round (its kind is
+``next_round_long()`` at that moment, which a prompt-aware sizer reads before choosing G);
+later takes of the same step (dynamic-sampling refills) continue it.
+
+The state (epoch, position in the base order, the queue, the round flags, the predictor) is
+saved with every checkpoint; the predictions are a function of the observations, so a
+resumed run draws exactly the prompts the uninterrupted one would have.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any, Iterable, Sequence
 
 import numpy as np
@@ -55,11 +61,11 @@ class TailBatchingStream(PromptStream):
         if self.predictor.n != n:
             raise ValueError(f"the predictor knows {self.predictor.n} prompts, the stream {n}")
         self.long_fraction = float(long_fraction)
-        self._drawn = np.zeros(n, dtype=bool)  # drawn in the current epoch
-        self.drawn: list[int] = []  # the same, in draw order (the state)
+        self.deferred: list[int] = []  # predicted long, passed over in base order, not yet trained
+        self.round_prompts: int | None = None  # prompts of the last round (what a long round needs)
         self.round_open = False
         self.rounds: list[bool] = []  # per round (step): was it a long round?
-        self.deferred: list[int] = []  # per round: predicted-long prompts it holds
+        self.long_served: list[int] = []  # per round: prompts predicted long that it trained
 
     # -- which prompts are long ------------------------------------------------------------
 
@@ -75,47 +81,45 @@ class TailBatchingStream(PromptStream):
         return bool(self.rounds) and self.rounds[-1]
 
     def next_round_long(self) -> bool:
-        """Whether the next round will be long (no short prompt left in the epoch)."""
+        """Whether the next round is long: the queue holds a full round, or the epoch's base
+        order is exhausted and the queue must be flushed."""
         if self.round_open:
             return self.rounds[-1]
-        long = self.long_mask()
-        if self._drawn.all():  # the next draw opens a new epoch
-            return not (~long).any()
-        return not (~long & ~self._drawn).any()
+        if not self.deferred:
+            return False
+        return self.pos == self.n or (self.round_prompts is not None and len(self.deferred) >= self.round_prompts)
 
     # -- drawing -----------------------------------------------------------------------------
 
     def take(self, k: int) -> list[int]:
-        """The next ``k`` prompt indices: short ones in base order, then long ones by risk."""
+        """The next ``k`` prompt indices (module docstring)."""
         if isinstance(k, bool) or not isinstance(k, int) or k < 0:
             raise ValueError(f"TailBatchingStream.take needs a non-negative integer, got {k!r}")
         if k == 0:
             return []
         if not self.round_open:
             self.rounds.append(self.next_round_long())
-            self.deferred.append(0)
+            self.long_served.append(0)
+            self.round_prompts = k
             self.round_open = True
+        long_round = self.rounds[-1]
         long = self.long_mask()
-        risk = self.predictor.risk()
         out: list[int] = []
         while len(out) < k:
-            if self._drawn.all():
+            if self.deferred and (long_round or self.pos == self.n):
+                out.append(self.deferred.pop(0))
+                continue
+            if self.pos == self.n:
                 self.epoch += 1
+                self.pos = 0
                 self._order = self._permutation(self.epoch)
-                self._drawn[:] = False
-                self.drawn = []
-            base = self._order[~self._drawn[self._order]]
-            short = base[~long[base]]
-            m = k - len(out)
-            if short.size:
-                pick = short[:m]
-            else:  # long rounds: the least risky first, ties in base order
-                pick = base[np.argsort(risk[base], kind="stable")][:m]
-            self.deferred[-1] += int(long[pick].sum())
-            self._drawn[pick] = True
-            self.drawn.extend(int(i) for i in pick)
-            out.extend(int(i) for i in pick)
-        self.pos = int(self._drawn.sum())
+            i = int(self._order[self.pos])
+            self.pos += 1
+            if long[i] and not long_round:
+                self.deferred.append(i)
+            else:
+                out.append(i)
+        self.long_served[-1] += int(long[out].sum())
         return out
 
     def observe(self, prompts: Sequence[int], lengths: Iterable[Iterable[float]]) -> None:
@@ -131,10 +135,11 @@ class TailBatchingStream(PromptStream):
             "kind": "tail_batching",
             "version": STATE_VERSION,
             "long_fraction": self.long_fraction,
-            "drawn": list(self.drawn),
+            "deferred": list(self.deferred),
+            "round_prompts": self.round_prompts,
             "round_open": self.round_open,
             "rounds": list(self.rounds),
-            "deferred": list(self.deferred),
+            "long_served": list(self.long_served),
             "predictor": self.predictor.state_dict(),
         }
 
@@ -148,31 +153,28 @@ class TailBatchingStream(PromptStream):
         if state.get("long_fraction") != self.long_fraction:
             raise ValueError(f"tail_batching state key 'long_fraction': saved {state.get('long_fraction')!r}, "
                              f"this run has {self.long_fraction}")
-        drawn = state.get("drawn")
-        if (not isinstance(drawn, list) or len(set(drawn)) != len(drawn)
-                or not all(isinstance(i, int) and 0 <= i < self.n for i in drawn)):  # fmt: skip
-            raise ValueError(f"tail_batching state key 'drawn' must list distinct prompt indices in [0, {self.n})")
-        rounds, deferred = state.get("rounds"), state.get("deferred")
+        base = PromptStream(self.n, self.seed, self.shuffle)
+        base.load_state_dict(state)  # checks n, seed and shuffle; gives epoch, pos and the base order
+        deferred = state.get("deferred")
+        passed = set(int(i) for i in base._order[: base.pos])
+        if (not isinstance(deferred, list) or len(set(deferred)) != len(deferred)
+                or not all(isinstance(i, int) and i in passed for i in deferred)):  # fmt: skip
+            raise ValueError("tail_batching state key 'deferred' must list distinct prompts already passed in the epoch")
+        rounds, served = state.get("rounds"), state.get("long_served")
         if not isinstance(rounds, list) or not all(isinstance(r, bool) for r in rounds):
             raise ValueError("tail_batching state key 'rounds' must be a list of booleans")
-        if not isinstance(deferred, list) or len(deferred) != len(rounds):
-            raise ValueError("tail_batching state key 'deferred' must hold one count per round")
+        if not isinstance(served, list) or len(served) != len(rounds):
+            raise ValueError("tail_batching state key 'long_served' must hold one count per round")
+        rp = state.get("round_prompts")
+        if rp is not None and (isinstance(rp, bool) or not isinstance(rp, int) or rp < 1):
+            raise ValueError(f"tail_batching state key 'round_prompts' must be null or an integer >= 1, got {rp!r}")
         if not isinstance(state.get("round_open"), bool):
             raise ValueError("tail_batching state key 'round_open' must be true or false")
-        super().load_state_dict(state)
-        if self.pos != len(drawn):
-            raise ValueError(f"tail_batching state key 'pos' ({self.pos}) disagrees with 'drawn' ({len(drawn)} prompts)")
-        self.predictor.load_state_dict(state.get("predictor"))
-        self.drawn = list(drawn)
-        self._drawn[:] = False
-        self._drawn[drawn] = True
+        self.predictor.load_state_dict(state.get("predictor"))  # checked whole before it assigns
+        self.epoch, self.pos, self._order = base.epoch, base.pos, base._order
+        self.deferred = list(deferred)
+        self.round_prompts = rp
         self.round_open = state["round_open"]
         self.rounds = list(rounds)
-        self.deferred = [int(x) for x in deferred]
+        self.long_served = [int(x) for x in served]
 
-
-def round_summary(rounds: Sequence[bool]) -> dict[str, float]:
-    """How many rounds were long, and their share (NaN before any round)."""
-    n = len(rounds)
-    long = int(sum(bool(r) for r in rounds))
-    return {"rounds": n, "long_rounds": long, "long_share": long / n if n else math.nan}
