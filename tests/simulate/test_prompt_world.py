@@ -67,6 +67,7 @@ def test_replay_uses_each_prompts_recorded_groups(tmp_path):
     assert set(replay.lengths(0, 1, 0, 8)) <= {90, 91, 92, 93}
     old = tmp_path / "old.jsonl"
     write_trace(old, steps)
+    assert pw.read_trace(path)[1].prompts == (3, 7)
     with pytest.raises(ValueError, match="no 'prompts' key"):
         pw.PromptReplay(str(old))
 

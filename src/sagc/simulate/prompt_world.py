@@ -123,16 +123,13 @@ class PromptReplay:
     text), so only a prompt's own history informs the predictor.
     """
 
-    def __init__(self, trace: Sequence[TraceStep] | str, prompt_ids: Sequence[Sequence[int]] | None = None, seed: int = 0) -> None:
+    def __init__(self, trace: Sequence[TraceStep] | str, seed: int = 0) -> None:
         steps = read_trace(trace) if isinstance(trace, str) else list(trace)
-        ids = prompt_ids if prompt_ids is not None else read_prompt_ids(trace)
-        if len(ids) != len(steps):
-            raise ValueError(f"the trace has {len(steps)} steps but {len(ids)} lists of prompt ids")
         groups: dict[int, list[np.ndarray]] = {}
-        for s, pids in zip(steps, ids):
-            if len(pids) != len(s.lengths):
-                raise ValueError(f"step {s.step}: {len(pids)} prompt ids for {len(s.lengths)} length groups")
-            for pid, grp in zip(pids, s.lengths):
+        for s in steps:
+            if s.prompts is None:
+                raise ValueError(f"trace step {s.step} has no 'prompts' key (written before prompt ids were recorded)")
+            for pid, grp in zip(s.prompts, s.lengths):
                 groups.setdefault(int(pid), []).append(np.asarray(grp, dtype=float))
         self.groups = list(groups.values())
         self.n = len(self.groups)
@@ -149,21 +146,6 @@ class PromptReplay:
         if g > grp.size:
             out = np.concatenate([out, grp[rng.integers(0, grp.size, g - grp.size)]])
         return out
-
-
-def read_prompt_ids(path: str) -> list[list[int]]:
-    """The ``prompts`` key of every line of a trainer's ``lengths.jsonl`` (in step order)."""
-    import json
-
-    out = []
-    with open(path) as fh:
-        for lineno, line in enumerate(fh, 1):
-            if line.strip():
-                rec = json.loads(line)
-                if "prompts" not in rec:
-                    raise ValueError(f"{path}:{lineno}: no 'prompts' key (a trace written before prompt ids were recorded)")
-                out.append([int(i) for i in rec["prompts"]])
-    return out
 
 
 # ------------------------------------------------------------------------- policies
@@ -361,11 +343,11 @@ def hetero_suite(seeds: int = 100, steps: int = 128, n_prompts: int = 64, prompt
 def replay_suite(trace: str, seeds: int = 50, steps: int = 64, **kw) -> PromptSuite:
     """A tiny-world trace with prompt ids, replayed per prompt visit."""
     steps_ = read_trace(trace)
-    ids = read_prompt_ids(trace)
-    return PromptSuite(world=lambda s: PromptReplay(steps_, ids, s), name=kw.pop("name", "replay"),
+    PromptReplay(steps_)  # raises now for a trace without prompt ids
+    return PromptSuite(world=lambda s: PromptReplay(steps_, s), name=kw.pop("name", "replay"),
                        steps=steps, seeds=seeds, **kw)  # fmt: skip
 
 
 __all__ = ["HETERO", "POLICIES", "Policy", "PromptReplay", "PromptSuite", "PromptWorld", "PromptWorldConfig",
-           "build", "hetero_suite", "markdown_table", "paired_ratio", "read_prompt_ids", "replay_suite",
+           "build", "hetero_suite", "markdown_table", "paired_ratio", "replay_suite",
            "run", "run_policy", "run_seed", "summarize", "write"]  # fmt: skip

@@ -112,6 +112,8 @@ class TraceStep:
     group_size: int
     lengths: tuple[np.ndarray, ...]
     straggler: bool | None = None  # present when the trainer logged its flag
+    prompts: tuple[int, ...] | None = None  # dataset index of each group's prompt, when logged
+    long_round: bool | None = None  # tail batching's round kind, when logged
 
 
 def read_trace(path: str | Path) -> list[TraceStep]:
@@ -120,7 +122,9 @@ def read_trace(path: str | Path) -> list[TraceStep]:
     Format (one JSON object per line): ``{"step": int, "group_size": int, "lengths":
     [[...], ...]}``, lengths grouped by prompt, every group holding ``group_size`` token
     counts. Extra keys are ignored except an optional boolean ``straggler`` (the flag the
-    trainer's controller computed), kept for checks. Steps must increase strictly.
+    trainer's controller computed), kept for checks, optional ``prompts`` (one dataset index
+    per group, for replays by prompt) and an optional boolean ``long_round``. Steps must
+    increase strictly.
     """
     path = Path(path)
     if not path.is_file():
@@ -166,7 +170,16 @@ def read_trace(path: str | Path) -> list[TraceStep]:
             flag = rec.get("straggler")
             if flag is not None and not isinstance(flag, (bool, int)):
                 raise ValueError(f"{where}: 'straggler' must be a boolean, got {flag!r}")
-            steps.append(TraceStep(step, g, tuple(arrays), None if flag is None else bool(flag)))
+            prompts = rec.get("prompts")
+            if prompts is not None and (not isinstance(prompts, list) or len(prompts) != len(arrays)
+                                        or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0
+                                                   for i in prompts)):  # fmt: skip
+                raise ValueError(f"{where}: 'prompts' must list one prompt index >= 0 per length group")
+            long_round = rec.get("long_round")
+            if long_round is not None and not isinstance(long_round, bool):
+                raise ValueError(f"{where}: 'long_round' must be a boolean, got {long_round!r}")
+            steps.append(TraceStep(step, g, tuple(arrays), None if flag is None else bool(flag),
+                                   None if prompts is None else tuple(prompts), long_round))
     if not steps:
         raise ValueError(f"lengths trace {path} holds no step")
     return steps
@@ -180,6 +193,10 @@ def write_trace(path: str | Path, steps: Sequence[TraceStep]) -> None:
                    "lengths": [[int(x) if float(x).is_integer() else float(x) for x in g] for g in s.lengths]}
             if s.straggler is not None:
                 rec["straggler"] = bool(s.straggler)
+            if s.prompts is not None:
+                rec["prompts"] = [int(i) for i in s.prompts]
+            if s.long_round is not None:
+                rec["long_round"] = bool(s.long_round)
             fh.write(json.dumps(rec) + "\n")
 
 

@@ -240,7 +240,8 @@ def write_length_trace(path: Path, trace: list[dict]) -> None:
     from sagc.simulate.sources import TraceStep, write_trace
 
     write_trace(path, [
-        TraceStep(t["step"], t["group_size"], tuple(np.asarray(g) for g in t["lengths"]), t["straggler"])
+        TraceStep(t["step"], t["group_size"], tuple(np.asarray(g) for g in t["lengths"]), t["straggler"],
+                  tuple(t["prompts"]) if "prompts" in t else None, t.get("long_round"))
         for t in trace
     ])  # fmt: skip
 
