@@ -228,6 +228,7 @@ def summarize_history(history: list[dict]) -> dict:
         "reward_mean_last5": float(np.nanmean([h["reward_mean"] for h in history[-5:]])),
         "group_sizes": [int(h["group_size"]) for h in history],
         "stragglers": [bool(h["straggler"]) for h in history],
+        "long_rounds": int(sum(bool(h.get("long_round")) for h in history)),  # tail batching's
     }
 
 
