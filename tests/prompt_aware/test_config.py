@@ -39,7 +39,7 @@ def test_prompt_config_cells_carry_the_merged_block():
     assert SizingSection.from_dict(section).policy_config(seed=1).sagc.counterfactual
 
 
-@pytest.mark.parametrize("key, value", [("long_fraction", 0.0), ("hash_dim", -1), ("edge_tokens", 1.5),
+@pytest.mark.parametrize("key, value", [("long_fraction", 0.0), ("queue_rounds", 0), ("hash_dim", -1), ("edge_tokens", 1.5),
                                         ("group_size", 1), ("quantile", 0.2), ("history_decay", 2.0)])
 def test_bad_values_name_the_key_in_the_pipeline_config(key, value):
     cfg = pipeline_config.load_config(REPO / "configs/prompt.yaml")

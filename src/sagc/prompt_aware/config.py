@@ -6,7 +6,8 @@ One flat block (the pipeline's ``sagc_prompt:``, which starts from the ``sagc:``
 - the predictor's keys (``PredictorConfig``: ``quantile``, ``history_decay``, ``ridge``,
   ``prior_strength``, ``min_between_var``) and its features: ``hash_dim`` hashed edge
   tokens (0: the prompt's token count only) over ``edge_tokens`` tokens at each edge;
-- the schedule's ``long_fraction`` (share of prompts deferred to long rounds);
+- the schedule's ``long_fraction`` (share of prompts deferred to long rounds) and
+  ``queue_rounds`` (rounds' worth of deferred prompts that start a long round);
 - ``group_size``: null for the hybrid; an integer for tail batching alone at that fixed
   G (the ``sagc-prompt-g16`` cell: ``sagc_prompt_variants.g16: {group_size: 16}``).
 
@@ -27,6 +28,10 @@ from sagc.prompt_aware.predictor import PredictorConfig, PromptLengthPredictor, 
 #: rounds hold the longest ~quarter; with 4 prompts a step it is one step in four.
 DEFAULT_LONG_FRACTION = 0.25
 
+#: Rounds' worth of deferred prompts that start a long round (the riskiest first): 2 sorts
+#: the long prompts better than 1 at a delay of ~6 rounds (docs/prompt-aware.md).
+DEFAULT_QUEUE_ROUNDS = 2
+
 _SAGC_KEYS = tuple(f.name for f in fields(SAGCConfig))
 _PREDICTOR_KEYS = tuple(f.name for f in fields(PredictorConfig))
 
@@ -41,6 +46,7 @@ class PromptSAGCConfig:
     sagc: SAGCConfig = field(default_factory=SAGCConfig)
     predictor: PredictorConfig = field(default_factory=PredictorConfig)
     long_fraction: float = DEFAULT_LONG_FRACTION
+    queue_rounds: int = DEFAULT_QUEUE_ROUNDS
     hash_dim: int = 256
     edge_tokens: int = 2
     group_size: int | None = None
@@ -49,6 +55,9 @@ class PromptSAGCConfig:
         lf = self.long_fraction
         if isinstance(lf, bool) or not isinstance(lf, (int, float)) or not 0.0 < lf < 1.0:
             raise ValueError(f"sagc_prompt.long_fraction must lie in (0, 1), got {lf!r}")
+        qr = self.queue_rounds
+        if isinstance(qr, bool) or not isinstance(qr, int) or qr < 1:
+            raise ValueError(f"sagc_prompt.queue_rounds must be an integer >= 1, got {qr!r}")
         for key in ("hash_dim", "edge_tokens"):
             v = getattr(self, key)
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
@@ -61,7 +70,7 @@ class PromptSAGCConfig:
     def from_dict(cls, d: Any) -> "PromptSAGCConfig":
         if not isinstance(d, dict):
             raise ValueError(f"sagc_prompt must be a mapping of its keys, got {type(d).__name__}")
-        own = {"long_fraction", "hash_dim", "edge_tokens", "group_size"}
+        own = {"long_fraction", "queue_rounds", "hash_dim", "edge_tokens", "group_size"}
         unknown = sorted(set(d) - own - set(_SAGC_KEYS) - set(_PREDICTOR_KEYS))
         if unknown:
             raise ValueError(f"unknown sagc_prompt key(s): {unknown}")
@@ -74,7 +83,7 @@ class PromptSAGCConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.sagc.to_dict(), **asdict(self.predictor), "long_fraction": self.long_fraction,
-                "hash_dim": self.hash_dim, "edge_tokens": self.edge_tokens, "group_size": self.group_size}  # fmt: skip
+                "queue_rounds": self.queue_rounds, "hash_dim": self.hash_dim, "edge_tokens": self.edge_tokens, "group_size": self.group_size}  # fmt: skip
 
     @property
     def seed(self) -> int:
@@ -104,7 +113,8 @@ class PromptSAGCConfig:
         from sagc.prompt_aware.schedule import TailBatchingStream  # the trainer's stream: imported late
 
         predictor = PromptLengthPredictor(n, features, self.predictor)
-        return TailBatchingStream(n, seed, shuffle, predictor=predictor, long_fraction=self.long_fraction)
+        return TailBatchingStream(n, seed, shuffle, predictor=predictor, long_fraction=self.long_fraction,
+                                  queue_rounds=self.queue_rounds)
 
 
 def build_prompt_sagc(config: PromptSAGCConfig):

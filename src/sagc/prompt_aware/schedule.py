@@ -13,11 +13,13 @@ predictor with no information defers nothing) are *long*.
 
 - A short round walks the base order: a short prompt is taken, a long one is *deferred*
   (queued).
-- As soon as the queue holds a full round (the prompts of the last round), the next round is
-  long: it takes the queue, oldest first. With ``long_fraction = 0.25`` one round in four is
-  long, and a deferred prompt waits about three rounds: a run shorter than an epoch still
-  trains on the long prompts (deferring them to the epoch's end would drop them from such a
-  run, a biased curriculum).
+- As soon as the queue holds ``queue_rounds`` rounds' worth of prompts (the size of the last
+  round), the next round is long: it takes the riskiest queued prompts first, so the
+  longest share a step. With ``long_fraction = 0.25`` one round in four is long, and with
+  ``queue_rounds = 2`` a deferred prompt waits about six rounds: a run shorter than an
+  epoch still trains on the long prompts (deferring them to the epoch's end would drop them
+  from such a run, a biased curriculum). A longer queue sorts better and delays more
+  (docs/prompt-aware.md measures 1, 2 and 3).
 - When the base order is exhausted, the queue is flushed (a long round, possibly
   shorter-filled from the next epoch) before the next epoch starts.
 
@@ -36,7 +38,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from sagc.prompt_aware.config import DEFAULT_LONG_FRACTION
+from sagc.prompt_aware.config import DEFAULT_LONG_FRACTION, DEFAULT_QUEUE_ROUNDS
 from sagc.prompt_aware.predictor import PromptLengthPredictor
 from sagc.train.prompts import PromptStream
 
@@ -53,6 +55,7 @@ class TailBatchingStream(PromptStream):
         shuffle: bool = True,
         predictor: PromptLengthPredictor | None = None,
         long_fraction: float = DEFAULT_LONG_FRACTION,
+        queue_rounds: int = DEFAULT_QUEUE_ROUNDS,
     ) -> None:
         super().__init__(n, seed, shuffle)
         if isinstance(long_fraction, bool) or not isinstance(long_fraction, (int, float)) or not 0.0 < long_fraction < 1.0:
@@ -61,6 +64,9 @@ class TailBatchingStream(PromptStream):
         if self.predictor.n != n:
             raise ValueError(f"the predictor knows {self.predictor.n} prompts, the stream {n}")
         self.long_fraction = float(long_fraction)
+        if isinstance(queue_rounds, bool) or not isinstance(queue_rounds, int) or queue_rounds < 1:
+            raise ValueError(f"sagc_prompt.queue_rounds must be an integer >= 1, got {queue_rounds!r}")
+        self.queue_rounds = queue_rounds
         self.deferred: list[int] = []  # predicted long, passed over in base order, not yet trained
         self.round_prompts: int | None = None  # prompts of the last round (what a long round needs)
         self.round_open = False
@@ -87,7 +93,9 @@ class TailBatchingStream(PromptStream):
             return self.rounds[-1]
         if not self.deferred:
             return False
-        return self.pos == self.n or (self.round_prompts is not None and len(self.deferred) >= self.round_prompts)
+        if self.pos == self.n:
+            return True
+        return self.round_prompts is not None and len(self.deferred) >= self.queue_rounds * self.round_prompts
 
     # -- drawing -----------------------------------------------------------------------------
 
@@ -98,6 +106,9 @@ class TailBatchingStream(PromptStream):
         if k == 0:
             return []
         if not self.round_open:
+            if self.next_round_long():  # the riskiest queued prompts first (stable: oldest on ties)
+                risk = self.predictor.risk()
+                self.deferred.sort(key=lambda i: -risk[i])
             self.rounds.append(self.next_round_long())
             self.long_served.append(0)
             self.round_prompts = k
@@ -135,6 +146,7 @@ class TailBatchingStream(PromptStream):
             "kind": "tail_batching",
             "version": STATE_VERSION,
             "long_fraction": self.long_fraction,
+            "queue_rounds": self.queue_rounds,
             "deferred": list(self.deferred),
             "round_prompts": self.round_prompts,
             "round_open": self.round_open,
@@ -150,9 +162,10 @@ class TailBatchingStream(PromptStream):
                              "(was the run started with another prompt schedule?)")
         if state.get("version") != STATE_VERSION:
             raise ValueError(f"unsupported tail_batching state version {state.get('version')!r}")
-        if state.get("long_fraction") != self.long_fraction:
-            raise ValueError(f"tail_batching state key 'long_fraction': saved {state.get('long_fraction')!r}, "
-                             f"this run has {self.long_fraction}")
+        for key in ("long_fraction", "queue_rounds"):
+            if state.get(key) != getattr(self, key):
+                raise ValueError(f"tail_batching state key {key!r}: saved {state.get(key)!r}, "
+                                 f"this run has {getattr(self, key)}")
         base = PromptStream(self.n, self.seed, self.shuffle)
         base.load_state_dict(state)  # checks n, seed and shuffle; gives epoch, pos and the base order
         deferred = state.get("deferred")
