@@ -82,8 +82,8 @@ class PromptSAGCConfig:
         return cls(sagc=sagc, predictor=predictor, **{k: v for k, v in d.items() if k in own})
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self.sagc.to_dict(), **asdict(self.predictor), "long_fraction": self.long_fraction,
-                "queue_rounds": self.queue_rounds, "hash_dim": self.hash_dim, "edge_tokens": self.edge_tokens, "group_size": self.group_size}  # fmt: skip
+        own = {k: getattr(self, k) for k in ("long_fraction", "queue_rounds", "hash_dim", "edge_tokens", "group_size")}
+        return {**self.sagc.to_dict(), **asdict(self.predictor), **own}
 
     @property
     def seed(self) -> int:

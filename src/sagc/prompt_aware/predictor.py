@@ -95,7 +95,8 @@ def prompt_features(token_ids: Sequence[Sequence[int]], hash_dim: int = 0, edge:
         ids = list(ids)
         out[r, 1] = math.log(max(len(ids), 1))
         if hash_dim:
-            keyed = [("s", p, t) for p, t in enumerate(ids[:edge])] + [("e", p, t) for p, t in enumerate(reversed(ids[-edge:] if edge else []))]
+            ends = list(reversed(ids[-edge:])) if edge else []
+            keyed = [("s", p, t) for p, t in enumerate(ids[:edge])] + [("e", p, t) for p, t in enumerate(ends)]
             for key in keyed:
                 out[r, 2 + zlib.crc32(repr(key).encode()) % hash_dim] += 1.0
     return out
@@ -222,7 +223,8 @@ class PromptLengthPredictor:
         if state.get("version") != STATE_VERSION:
             raise ValueError(f"unsupported prompt_length_predictor state version {state.get('version')!r}")
         if state.get("n") != self.n:
-            raise ValueError(f"prompt_length_predictor state key 'n': saved for {state.get('n')} prompts, this run has {self.n}")
+            raise ValueError(f"prompt_length_predictor state key 'n': saved for {state.get('n')} prompts, "
+                             f"this run has {self.n}")
         d = self.x.shape[1]
         arrays = {}
         for key, shape in (("A", (d, d)), ("b", (d,)), ("count", (self.n,)), ("sum", (self.n,)),

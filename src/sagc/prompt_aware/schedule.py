@@ -58,7 +58,8 @@ class TailBatchingStream(PromptStream):
         queue_rounds: int = DEFAULT_QUEUE_ROUNDS,
     ) -> None:
         super().__init__(n, seed, shuffle)
-        if isinstance(long_fraction, bool) or not isinstance(long_fraction, (int, float)) or not 0.0 < long_fraction < 1.0:
+        lf = long_fraction
+        if isinstance(lf, bool) or not isinstance(lf, (int, float)) or not 0.0 < lf < 1.0:
             raise ValueError(f"sagc_prompt.long_fraction must lie in (0, 1), got {long_fraction!r}")
         self.predictor = predictor if predictor is not None else PromptLengthPredictor(n)
         if self.predictor.n != n:

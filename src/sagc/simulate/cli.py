@@ -98,8 +98,9 @@ def _prompt(args: argparse.Namespace) -> int:
 
     suites = [pw.hetero_suite(seeds=args.seeds, steps=args.steps, prompt_sigma=sigma, tail_coupling=args.tail_coupling,
                               long_fraction=args.long_fraction) for sigma in args.prompt_sigma]  # fmt: skip
-    suites += [pw.replay_suite(t, seeds=args.seeds, steps=args.steps, long_fraction=args.long_fraction,
-                               name=f"replay:{Path(t).parent.name}") for t in args.trace or ()]  # fmt: skip
+    # A replayed tiny-world trace keeps its run's 2 prompts per step.
+    suites += [pw.replay_suite(t, seeds=args.seeds, steps=args.steps, long_fraction=args.long_fraction, prompts=2,
+                               name=f"replay:{'/'.join(Path(t).parts[-4:-1])}") for t in args.trace or ()]  # fmt: skip
     t0 = time.perf_counter()
     rows, notes = [], []
     for suite in suites:
@@ -140,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     prompt.add_argument("--prompt-sigma", type=float, nargs="+", default=[0.5], help="sd of prompt log-scales, one world each")
     prompt.add_argument("--tail-coupling", type=float, default=1.0, help="how much long prompts run away more often (default: 1)")
     prompt.add_argument("--long-fraction", type=float, default=0.25, help="share of prompts deferred to long rounds")
-    prompt.add_argument("--trace", action="append", default=None, help="a lengths.jsonl with prompt ids to replay (repeatable)")
+    prompt.add_argument("--trace", action="append", default=None,
+                        help="a lengths.jsonl with prompt ids to replay, 2 prompts a step (repeatable)")
     args = parser.parse_args(argv)
     commands = {"run": _run, "calibrate": _calibrate, "suite": _suite, "prompt": _prompt}
     try:

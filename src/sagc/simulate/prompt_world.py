@@ -10,8 +10,9 @@ depend on the prompt:
   prompt_sigma^2)`` on top of ``ParametricLengthConfig``'s drifting median, body and
   runaway tail; with ``tail_coupling = k`` its runaway probability is also its own,
   ``q * exp(k u_i - k^2 / 2)`` (``u_i = z_i / prompt_sigma``: long prompts run away more
-  often, the mean over prompts stays ``q``); its token count is ``exp(log_tokens + feature_corr * z_i / prompt_sigma *
-  token_sd + noise)``, a feature whose correlation with the scale is ``feature_corr``.
+  often, the mean over prompts stays ``q``); its token count is ``exp(log_tokens + token_sd *
+  (feature_corr * u_i + sqrt(1 - feature_corr^2) * noise))``, a feature whose correlation
+  with the scale is ``feature_corr``.
 - ``PromptReplay``: a trainer's ``lengths.jsonl`` with prompt ids; a visit of prompt ``i``
   replays one of its recorded groups (resampled to G like ``ReplayLengths``).
 
@@ -66,7 +67,8 @@ class PromptWorldConfig:
     def __post_init__(self) -> None:
         if isinstance(self.n_prompts, bool) or not isinstance(self.n_prompts, int) or self.n_prompts < 2:
             raise ValueError(f"world.n_prompts must be an integer >= 2, got {self.n_prompts!r}")
-        if isinstance(self.tail_coupling, bool) or not isinstance(self.tail_coupling, (int, float)) or not 0.0 <= self.tail_coupling <= 3.0:
+        k = self.tail_coupling
+        if isinstance(k, bool) or not isinstance(k, (int, float)) or not 0.0 <= k <= 3.0:
             raise ValueError(f"world.tail_coupling must lie in [0, 3], got {self.tail_coupling!r}")
         if not isinstance(self.feature_corr, (int, float)) or not -1.0 <= self.feature_corr <= 1.0:
             raise ValueError(f"world.feature_corr must lie in [-1, 1], got {self.feature_corr!r}")
