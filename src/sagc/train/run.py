@@ -28,7 +28,9 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from sagc.metrics import COST
+from sagc.io import atomic_write_json
+from sagc.metrics import CELL_KEYS, COST
+from sagc.tokenizers import save_tokenizer
 from sagc.train.config import TrainConfig, load_config
 
 log = logging.getLogger("sagc.train")
@@ -36,7 +38,6 @@ log = logging.getLogger("sagc.train")
 DONE_FILE = "done.json"
 LENGTHS_FILE = "lengths.jsonl"
 CONFIG_STAMP = "config_fingerprint"
-TINY_EOS, TINY_PAD = "<|endoftext|>", "<|pad|>"
 
 
 # -- environment and inputs ---------------------------------------------------------------
@@ -68,32 +69,12 @@ def check_model_source(path: str) -> None:
         raise ValueError(f"model {path} is not in the local cache; run with network or set HF_HOME")
 
 
-def _is_tiny_tokenizer(folder: Path) -> bool:
-    cfg_path = folder / "tokenizer_config.json"
-    if not (folder / "tokenizer.json").is_file() or not cfg_path.is_file():
-        return False
-    cfg = json.loads(cfg_path.read_text())
-    return (cfg.get("tokenizer_class") == "PreTrainedTokenizerFast"
-            and cfg.get("eos_token") == TINY_EOS and cfg.get("pad_token") == TINY_PAD)
-
-
 def load_tokenizer(cfg: TrainConfig):
-    """The tiny world's loader for a tiny-world folder (AutoTokenizer would swap in a
-    Qwen2Tokenizer with another pre-tokenizer: docs/library-notes.md), else ``AutoTokenizer``."""
-    src = cfg.model.tokenizer or cfg.model.path
-    if Path(src).is_dir() and _is_tiny_tokenizer(Path(src)):
-        from sagc.tiny.tokenizer import load_tokenizer as tiny_load
+    """The cell's tokenizer (``sagc.tokenizers``), left-padded for generation."""
+    from sagc.tokenizers import load_tokenizer as load
 
-        tok = tiny_load(Path(src))
-    else:
-        from transformers import AutoTokenizer
-
-        tok = AutoTokenizer.from_pretrained(src, trust_remote_code=cfg.model.trust_remote_code,
-                                            revision=cfg.model.revision)
-    tok.padding_side = "left"
-    if tok.pad_token is None:
-        tok.pad_token = tok.eos_token
-    return tok
+    return load(cfg.model.tokenizer or cfg.model.path, revision=cfg.model.revision,
+                trust_remote_code=cfg.model.trust_remote_code, padding_side="left")
 
 
 def load_prompts(cfg: TrainConfig, tokenizer):
@@ -313,7 +294,7 @@ def run_cell(cfg: TrainConfig, *, callbacks: list | None = None) -> dict:
 
     from sagc.train.wandb_log import StepLogger, run_id_for
 
-    run_config = {**{k: getattr(cfg.cell, k) for k in ("config_name", "model", "algorithm", "sizing", "seed")},
+    run_config = {**{k: getattr(cfg.cell, k) for k in CELL_KEYS},
                   "cell_id": cfg.cell.id, "config": cfg.to_dict()}
     # Validate and load everything before W&B starts, so a bad cell leaves no run behind.
     trainer = build_trainer(cfg, callbacks=callbacks)
@@ -328,12 +309,7 @@ def run_cell(cfg: TrainConfig, *, callbacks: list | None = None) -> dict:
         trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
         final = out / "final"
         trainer.save_model(str(final))
-        if _is_tiny_tokenizer(Path(cfg.model.tokenizer or cfg.model.path)):
-            from sagc.tiny.tokenizer import save_tokenizer
-
-            save_tokenizer(trainer.processing_class, final)  # keeps tokenizer_class explicit
-        else:
-            trainer.processing_class.save_pretrained(final)
+        save_tokenizer(trainer.processing_class, final, like=cfg.model.tokenizer or cfg.model.path)
         write_length_trace(out / LENGTHS_FILE, trainer.length_trace)
         done = {
             "cell": cfg.cell.id,
@@ -346,9 +322,7 @@ def run_cell(cfg: TrainConfig, *, callbacks: list | None = None) -> dict:
             "final_dir": str(final),
             "history": trainer.history,
         }
-        tmp = done_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(done, indent=1) + "\n")
-        os.replace(tmp, done_path)
+        atomic_write_json(done_path, done, indent=1)
     except BaseException:
         logger.finish(exit_code=1)
         raise

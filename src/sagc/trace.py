@@ -1,0 +1,102 @@
+"""The per-step lengths trace (``lengths.jsonl``): the trainer writes it, the simulator
+replays it, tests and benchmarks read it. One JSON object per step::
+
+    {"step": 3, "group_size": 8, "lengths": [[l_11, ..., l_18], [l_21, ...]], "straggler": false}
+
+lengths are token counts grouped by prompt (truncated rows included, as ``sagc.lengths``);
+``straggler`` is the flag the run's sizer computed. Training and simulation both import it
+from here, so training never imports the simulator.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from sagc.io import atomic_write_text
+
+
+@dataclass(frozen=True)
+class TraceStep:
+    """One line of ``lengths.jsonl``: the step's G and its lengths grouped by prompt."""
+
+    step: int
+    group_size: int
+    lengths: tuple[np.ndarray, ...]
+    straggler: bool | None = None  # present when the trainer logged its flag
+
+
+def read_trace(path: str | Path) -> list[TraceStep]:
+    """Read and validate a trainer's per-step lengths trace.
+
+    Format (one JSON object per line): ``{"step": int, "group_size": int, "lengths":
+    [[...], ...]}``, lengths grouped by prompt, every group holding ``group_size`` token
+    counts. Extra keys are ignored except an optional boolean ``straggler`` (the flag the
+    trainer's controller computed), kept for checks. Steps must increase strictly.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"lengths trace not found: {path}")
+    steps: list[TraceStep] = []
+    with path.open() as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            where = f"{path}:{lineno}"
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{where}: not valid JSON ({e.msg})") from e
+            if not isinstance(rec, dict):
+                raise ValueError(f"{where}: expected a JSON object")
+            for key in ("step", "group_size", "lengths"):
+                if key not in rec:
+                    raise ValueError(f"{where}: missing key {key!r}")
+            step, g = rec["step"], rec["group_size"]
+            if isinstance(step, bool) or not isinstance(step, int):
+                raise ValueError(f"{where}: 'step' must be an integer, got {step!r}")
+            if isinstance(g, bool) or not isinstance(g, int) or g < 1:
+                raise ValueError(f"{where}: 'group_size' must be a positive integer, got {g!r}")
+            groups = rec["lengths"]
+            if not isinstance(groups, list) or not groups or not all(isinstance(x, list) for x in groups):
+                raise ValueError(f"{where}: 'lengths' must be a non-empty list of lists (one per prompt)")
+            arrays = []
+            for i, grp in enumerate(groups):
+                if len(grp) != g:
+                    raise ValueError(
+                        f"{where}: 'lengths' group {i} has {len(grp)} lengths, 'group_size' is {g}"
+                    )
+                try:
+                    arr = np.asarray(grp, dtype=float)
+                except (TypeError, ValueError) as e:
+                    raise ValueError(f"{where}: 'lengths' group {i} holds a non-number") from e
+                if not np.all(np.isfinite(arr)) or np.any(arr < 0):
+                    raise ValueError(f"{where}: 'lengths' group {i} holds a NaN, infinite or negative length")
+                arrays.append(arr)
+            if steps and step <= steps[-1].step:
+                raise ValueError(f"{where}: 'step' {step} does not increase (previous {steps[-1].step})")
+            flag = rec.get("straggler")
+            if flag is not None and not isinstance(flag, (bool, int)):
+                raise ValueError(f"{where}: 'straggler' must be a boolean, got {flag!r}")
+            steps.append(TraceStep(step, g, tuple(arrays), None if flag is None else bool(flag)))
+    if not steps:
+        raise ValueError(f"lengths trace {path} holds no step")
+    return steps
+
+
+def trace_line(s: TraceStep) -> dict:
+    """One step as its JSON object (integer lengths written as integers)."""
+    rec = {"step": s.step, "group_size": s.group_size,
+           "lengths": [[int(x) if float(x).is_integer() else float(x) for x in g] for g in s.lengths]}
+    if s.straggler is not None:
+        rec["straggler"] = bool(s.straggler)
+    return rec
+
+
+def write_trace(path: str | Path, steps: Sequence[TraceStep]) -> None:
+    """Write a trace in the trainer's format (atomically: a killed writer leaves none)."""
+    atomic_write_text(path, "".join(json.dumps(trace_line(s)) + "\n" for s in steps))
