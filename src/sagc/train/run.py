@@ -31,6 +31,7 @@ from typing import Any
 from sagc.io import atomic_write_json
 from sagc.metrics import CELL_KEYS, COST
 from sagc.tokenizers import save_tokenizer
+from sagc.trace import write_trace
 from sagc.train.config import TrainConfig, load_config
 
 log = logging.getLogger("sagc.train")
@@ -195,20 +196,6 @@ def summarize_history(history: list[dict]) -> dict:
     }
 
 
-def write_length_trace(path: Path, trace: list[dict]) -> None:
-    """Every step's completion lengths grouped by prompt, in the simulator's trace format
-    (``sagc.simulate.sources.read_trace``), so a recorded run can be replayed with any
-    controller."""
-    import numpy as np
-
-    from sagc.simulate.sources import TraceStep, write_trace
-
-    write_trace(path, [
-        TraceStep(t["step"], t["group_size"], tuple(np.asarray(g) for g in t["lengths"]), t["straggler"])
-        for t in trace
-    ])  # fmt: skip
-
-
 def config_fingerprint(cfg: TrainConfig) -> str:
     """A digest of the whole resolved cell config: checkpoints and done.json are only
     reused by the config that wrote them."""
@@ -218,19 +205,23 @@ def config_fingerprint(cfg: TrainConfig) -> str:
 
 
 def discard_stale_checkpoints(checkpoint_dir: Path, fingerprint: str) -> None:
-    """Resume only from checkpoints of this exact config. When a rerun changes the cell
-    (Snakemake's params trigger: a new learning rate, more steps, another tau), the old
-    run's checkpoints would otherwise be resumed as if they were this run's."""
+    """Resume only from checkpoints of this exact config and state format. When a rerun
+    changes the cell (Snakemake's params trigger: a new learning rate, more steps, another
+    tau), the old run's checkpoints would otherwise be resumed as if they were this run's;
+    checkpoints of an older ``sagc_state.json`` version cannot be resumed at all."""
     import shutil
 
+    from sagc.train.checkpoint import STATE_VERSION
+
     stamp = checkpoint_dir / CONFIG_STAMP
+    expected = f"{fingerprint} sagc_state-v{STATE_VERSION}"
     if checkpoint_dir.is_dir() and any(checkpoint_dir.glob("checkpoint-*")):
-        if not stamp.is_file() or stamp.read_text().strip() != fingerprint:
-            log.warning("checkpoints in %s belong to another config of this cell: starting fresh",
-                        checkpoint_dir)
+        if not stamp.is_file() or stamp.read_text().strip() != expected:
+            log.warning("checkpoints in %s belong to another config of this cell (or an older "
+                        "checkpoint format): starting fresh", checkpoint_dir)
             shutil.rmtree(checkpoint_dir)
     checkpoint_dir.mkdir(parents=True, exist_ok=True)
-    stamp.write_text(fingerprint + "\n")
+    stamp.write_text(expected + "\n")
 
 
 def is_final_checkpoint(checkpoint: Path) -> bool:
@@ -255,7 +246,7 @@ def resume_point(out: Path, fingerprint: str, wandb_dir: Path, cell_id: str) -> 
     """
     import shutil
 
-    from sagc.train.trainer import latest_complete_checkpoint
+    from sagc.train.checkpoint import latest_complete_checkpoint
 
     checkpoint_dir = out / "checkpoints"
     discard_stale_checkpoints(checkpoint_dir, fingerprint)
@@ -310,17 +301,20 @@ def run_cell(cfg: TrainConfig, *, callbacks: list | None = None) -> dict:
         final = out / "final"
         trainer.save_model(str(final))
         save_tokenizer(trainer.processing_class, final, like=cfg.model.tokenizer or cfg.model.path)
-        write_length_trace(out / LENGTHS_FILE, trainer.length_trace)
+        # Every step's lengths grouped by prompt (sagc.trace), so a recorded run can be
+        # replayed with any controller; done.json's history: the same step records.
+        write_trace(out / LENGTHS_FILE, [s.trace_step() for s in trainer.steps])
+        history = [s.history_entry() for s in trainer.steps]
         done = {
             "cell": cfg.cell.id,
             "config_fingerprint": fingerprint,
-            **summarize_history(trainer.history),
+            **summarize_history(history),
             "updates": trainer.state.global_step,
             "updates_per_step": trainer.updates_per_rollout,
             "resumed_from": str(checkpoint) if checkpoint else None,
             "prompts_filtered": trainer.prompts_filtered,
             "final_dir": str(final),
-            "history": trainer.history,
+            "history": history,
         }
         atomic_write_json(done_path, done, indent=1)
     except BaseException:
