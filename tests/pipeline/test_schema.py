@@ -57,3 +57,54 @@ def test_defaults_are_not_invented():
     assert all("default" not in p for p in sagc.values())
     models = text["properties"]["models"]["additionalProperties"]["properties"]
     assert "default" not in models["arch"] and "default" not in models["hub_id"]
+
+
+#: Values every key is probed with. Integral floats (1.0) are left out: JSON Schema counts
+#: them as integers, the trainer does not; the pipeline's per-cell check names them.
+PROBES = [-1, 0, 1, 2, 3, 0.5, 1.5, "x", "auto", "", None, True, [], ["s"], {}, {"a": 1}]
+
+#: Probes refused only by a rule across keys (checked for every cell by the pipeline, and
+#: in tests/train/test_config.py): exactly one of prompts_per_step / rollout_budget, and
+#: use_vllm needing use_cpu false. "auto" is the pipeline's own value, resolved per cell.
+CROSS_KEY = [("prompts_per_step", None), ("rollout_budget", None), ("use_vllm", True),
+             ("gradient_accumulation_steps", "auto")]
+
+
+def _agree(block_schema, section_from_dict, key, base):
+    """The probes on which the schema's verdict and the section's differ."""
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(block_schema)
+    disagree = []
+    for value in PROBES:
+        if any(key == k and type(value) is type(v) and value == v for k, v in CROSS_KEY):
+            continue
+        d = {**base, key: value}
+        by_schema = validator.is_valid(d)
+        try:
+            section_from_dict(d)
+            by_code = True
+        except (ValueError, TypeError):
+            by_code = False
+        if by_schema != by_code:
+            disagree.append((value, by_schema, by_code))
+    return disagree
+
+
+def test_train_block_accepts_exactly_what_the_trainer_accepts():
+    """Probe every train key with the same values: the pipeline schema and the trainer's
+    own section (``TrainSection``) accept and refuse the same ones."""
+    block = config_schema()["properties"]["train"]
+    problems = {}
+    for key in block["properties"]:
+        base = {"steps": 2, "prompts_per_step": 2} if key != "rollout_budget" else {"steps": 2}
+        base.pop(key, None)
+        if d := _agree(block, TrainSection.from_dict, key, base):
+            problems[key] = d
+    assert not problems, problems
+
+
+def test_device_block_accepts_exactly_what_the_trainer_accepts():
+    block = config_schema()["properties"]["device"]
+    problems = {k: d for k in block["properties"] if (d := _agree(block, DeviceSection.from_dict, k, {}))}
+    assert not problems, problems

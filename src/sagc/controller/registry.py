@@ -31,7 +31,10 @@ with ``from_dict(dict)`` that validates and raises ``ValueError``, ``to_dict()``
 
 Its cells are then named ``sagc-prompt`` (and ``sagc-prompt-<variant>``), read the
 pipeline's ``sagc_prompt:`` block (and ``sagc_prompt_variants:``), carry it as
-``sizing.sagc_prompt`` in their cell config, and are built as ``PromptSAGC(config)``.
+``sizing.sagc_prompt`` in their cell config, and are built as ``PromptSAGC(config)``. The
+pipeline schema gets both blocks when it is regenerated (``python -m sagc.pipeline.schema``;
+the block's key types come from the config class's ``json_schema()`` classmethod if it has
+one, else the block is any mapping, checked as a whole by ``from_dict``).
 Names are matched against the longest registered policy name first, so ``sagc-prompt``
 is that policy and not a variant ``prompt`` of ``sagc``. A policy whose block should
 start from another block's keys (a hybrid reusing the SAGC hyper-parameters) passes

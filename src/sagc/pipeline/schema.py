@@ -98,6 +98,11 @@ class SAGCBlock(_Block):
         None, description="lagrangian = the paper's score; constrained = largest G whose sampled risk <= delta")
 
 
+#: The typed model of a policy's block, where this module has one (others: the config
+#: class's own ``json_schema()``, or any mapping).
+BLOCK_MODELS: dict[str, type[BaseModel]] = {"sagc": SAGCBlock}
+
+
 class TinyBlock(_Block):
     data: dict = Field({}, description="flags of `python -m sagc.tiny data`")
     model: dict = Field({}, description="flags of `python -m sagc.tiny base-model`")
@@ -119,7 +124,7 @@ class TrainBlock(_Block):
     prompts_per_step: Optional[int] = Field(
         None, ge=1, description="fixed prompts per step (the paper's setting); exactly one of it and rollout_budget")
     rollout_budget: Optional[int] = Field(
-        _trainer_default(TrainSection, "rollout_budget"), ge=2, json_schema_extra=FILL_NULL,
+        _trainer_default(TrainSection, "rollout_budget"), ge=1, json_schema_extra=FILL_NULL,
         description="fixed rollouts per step instead of fixed prompts (prompts = budget / G)")
     max_prompt_length: int = Field(None, ge=1)
     max_completion_length: int = Field(None, ge=1)
@@ -127,7 +132,7 @@ class TrainBlock(_Block):
     top_p: float = Field(None, gt=0, le=1)
     learning_rate: float = Field(None, gt=0)
     save_steps: int = Field(None, ge=1)
-    torch_threads: int = Field(None, ge=1)
+    torch_threads: Optional[int] = Field(None, ge=1, description="torch threads of a train job; null = torch's own choice")
     gradient_accumulation_steps: Union[Annotated[int, Field(ge=1)], Literal["auto"]] = Field(
         _trainer_default(TrainSection, "gradient_accumulation_steps"),
         description=(
@@ -324,7 +329,8 @@ def _policy_blocks() -> dict[str, Any]:
     """One block and one variants block per registered policy (``sagc.controller.registry``)."""
     out = {}
     for policy in POLICIES.values():
-        block = (SAGCBlock.model_json_schema() if policy.block == "sagc"
+        model = BLOCK_MODELS.get(policy.block)
+        block = (model.model_json_schema() if model is not None
                  else getattr(policy.config, "json_schema", lambda: {"type": "object"})())
         block = _inline(block, block.pop("$defs", {}))
         _clean_props(block)
