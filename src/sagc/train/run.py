@@ -304,7 +304,7 @@ def run_cell(cfg: TrainConfig, *, callbacks: list | None = None) -> dict:
         # Every step's lengths grouped by prompt (sagc.trace), so a recorded run can be
         # replayed with any controller; done.json's history: the same step records.
         write_trace(out / LENGTHS_FILE, [s.trace_step() for s in trainer.steps])
-        history = [s.history_entry() for s in trainer.steps]
+        history = trainer.history
         done = {
             "cell": cfg.cell.id,
             "config_fingerprint": fingerprint,

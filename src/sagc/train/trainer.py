@@ -229,6 +229,11 @@ class SAGCGRPOTrainer(GRPOTrainer):
         return [dict(r) for r in rows for _ in range(group_size)]
 
     @property
+    def history(self) -> list[dict]:
+        """done.json's per-step history: a view of the step records."""
+        return [s.history_entry() for s in self.steps]
+
+    @property
     def step(self) -> int:
         """Finished steps (rollouts), restored on resume."""
         return self.state.global_step // self.updates_per_rollout
