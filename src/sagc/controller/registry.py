@@ -212,6 +212,13 @@ def fixed_group_size(name: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+def measurement(config: Mapping[str, Any]) -> SAGCConfig:
+    """How every cell of a pipeline config counts a straggler (``tau``, ``scope``): the
+    measurement keys of its ``sagc`` block, ``SAGCConfig``'s defaults for the others."""
+    block = config.get(MEASUREMENT_BLOCK) or {}
+    return SAGCConfig.from_dict({k: v for k, v in block.items() if k in MEASUREMENT_KEYS})
+
+
 def make_group_sizer(
     sizing: str, sagc: SAGCConfig | Mapping[str, Any] | None = None, seed: int | None = None
 ) -> GroupSizer:
