@@ -9,7 +9,7 @@ A sizing name is what a grid cell, a simulator run or a table row calls its poli
 
 ``parse_sizing(name)`` turns a name into a ``Sizing`` (policy, variant, fixed G) or raises a
 ``ValueError`` that names the name and the accepted forms. Everything that needs to know
-what a sizing means asks it: the pipeline schema (``SIZING_PATTERN``), the pipeline's
+what a sizing means asks it: the pipeline schema (``sizing_pattern()``), the pipeline's
 checks and cell configs, the trainer's cell config and entry point, the simulator and the
 aggregation (``fixed_group_size``).
 
@@ -34,8 +34,8 @@ pipeline's ``sagc_prompt:`` block (and ``sagc_prompt_variants:``), carry it as
 ``sizing.sagc_prompt`` in their cell config, and are built as ``PromptSAGC(config)``. The
 pipeline schema gets both blocks when it is regenerated (``python -m sagc.pipeline.schema``;
 the block's key types come from the config class's ``json_schema()`` classmethod if it has
-one, else the block is any mapping, checked as a whole by ``from_dict``).
-Names are matched against the longest registered policy name first, so ``sagc-prompt``
+one, else the block is any mapping, checked as a whole by ``from_dict``; the schema test
+fails until it is regenerated). Names are matched against the longest registered policy name first, so ``sagc-prompt``
 is that policy and not a variant ``prompt`` of ``sagc``. A policy whose block should
 start from another block's keys (a hybrid reusing the SAGC hyper-parameters) passes
 ``inherits="sagc"``: its cell block is ``{**sagc, **sagc_prompt}`` (then the variant).
