@@ -1,6 +1,6 @@
 """Final-answer extraction and comparison: the one place that decides what a model answered.
 
-The training rewards (``sagc.tiny.rewards``), the local lm-eval tasks and the paper's
+The training rewards (``sagc.rewards``), the local lm-eval tasks and the paper's
 lm-eval tasks (AIME / AMC / GPQA) all call these functions, so a completion is judged the
 same way during RL and during downstream evaluation.
 

@@ -146,3 +146,11 @@ def test_registering_a_clash_is_refused():
         register(Policy("sagc", block="sagc", config=SAGCConfig, build=SAGCController))
     with pytest.raises(ValueError, match="clashes"):
         register(Policy("g3", block="x", config=SAGCConfig, build=SAGCController))
+
+
+def test_measurement_takes_tau_and_scope_only():
+    from sagc.controller import measurement
+
+    m = measurement({"sagc": {"tau": 3.0, "scope": "group", "delta": 0.1}})
+    assert (m.tau, m.scope, m.delta) == (3.0, "group", SAGCConfig().delta)
+    assert measurement({}).tau == SAGCConfig().tau

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from sagc.simulate import prompt_world as pw
-from sagc.simulate.sources import TraceStep, write_trace
+from sagc.trace import TraceStep, write_trace
 
 
 def _world(sigma=1.0, k=1.0, n=32, seed=0):

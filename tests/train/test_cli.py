@@ -132,7 +132,7 @@ def test_kill_and_resume_gives_the_identical_g_sequence(make_cell, tmp_path):
         assert [h[key] for h in got["history"]] == [h[key] for h in want["history"]], key
 
     # The lengths trace (what the simulator replays) survives the kill too, step for step.
-    from sagc.simulate.sources import read_trace
+    from sagc.trace import read_trace
 
     def trace(folder):
         return [(t.step, t.group_size, [g.tolist() for g in t.lengths], t.straggler)

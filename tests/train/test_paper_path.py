@@ -114,16 +114,16 @@ def test_training_rollouts_stop_at_the_stop_string_and_count_as_finished(paper_w
                           stop=stop, generation_kwargs={"sequence_bias": _stop_bias(paper_world["tokenizer"])})
         trainer = build_trainer(TrainConfig.from_dict(cell, check_vllm=False))
         trainer.train()
-        results[bool(stop)] = trainer.rows[0], trainer.length_trace[0]
-    (row, trace), (row_off, trace_off) = results[True], results[False]
+        results[bool(stop)] = trainer.steps[0].row(), trainer.steps[0].lengths
+    (row, lengths), (row_off, lengths_off) = results[True], results[False]
     # Without the stop string the random model runs to the cap: TRL counts the rows as clipped.
     assert row_off["trl/completions/clipped_ratio"] > 0.5
-    assert max(max(g) for g in trace_off["lengths"]) == MAX_COMPLETION
+    assert max(max(g) for g in lengths_off) == MAX_COMPLETION
     # With it, the rows that wrote it are cut and end with EOS: finished, shorter.
     # (The biased model writes it in a seed-dependent share of rows: 0.375-0.625 seen.)
     assert row["trl/completions/stop_string_frac"] >= 0.25
     assert row["trl/completions/clipped_ratio"] <= 1 - row["trl/completions/stop_string_frac"]
-    assert sum(map(sum, trace["lengths"])) < sum(map(sum, trace_off["lengths"]))
+    assert sum(map(sum, lengths)) < sum(map(sum, lengths_off))
 
 
 # -- the paper path with the real architectures ----------------------------------------------

@@ -35,15 +35,15 @@ def test_tail_batched_training_covers_every_prompt_per_epoch_and_checkpoints(tra
     trainer = build_trainer(cfg)
     trainer.train()
 
-    trace = trainer.length_trace
+    trace = [s.trace_step() for s in trainer.steps]  # what lengths.jsonl holds
     assert len(trace) == 8
-    ids = [i for t in trace for i in t["prompts"]]
+    ids = [i for t in trace for i in t.prompts]
     assert sorted(ids[:8]) == sorted(ids[8:]) == list(range(8))  # two epochs, each prompt once
     for t in trace:
-        assert len(t["prompts"]) == len(t["lengths"]) == 2
+        assert len(t.prompts) == len(t.lengths) == 2
     # The second epoch knows every prompt: its 2 predicted-long prompts (a quarter of 8)
     # are deferred into one long round.
-    flags = [t["long_round"] for t in trace]
+    flags = [t.long_round for t in trace]
     assert sum(flags[4:]) == 1
     assert [h["long_round"] for h in trainer.history] == flags
     if sizing == "sagc-prompt-g8":

@@ -139,16 +139,21 @@ def _present(pal: dict[str, str], sizings) -> dict[str, str]:
 
 def controller_deltas(collected: Collected) -> dict[str, float]:
     """The straggler budget δ of each controller sizing of the complete cells, from the
-    run config (``config.sizing.sagc.delta``; ``SAGCConfig``'s default when unset)."""
-    from sagc.controller import SAGCConfig
+    run config (``config.sizing.<block>.delta``, the block of the sizing's policy; the
+    policy config's default when unset). Policies without a ``delta`` have no line."""
+    from sagc.controller import parse_sizing
 
-    default = SAGCConfig().delta
     deltas: dict[str, float] = {}
     for r in collected.cells:
         if not r.complete or r.run is None or fixed_group_size(r.cell.sizing) is not None:
             continue
+        sizing = parse_sizing(r.cell.sizing)
         sizing_cfg = (r.run.config.get("config") or {}).get("sizing") or {}
-        deltas.setdefault(r.cell.sizing, float((sizing_cfg.get("sagc") or {}).get("delta", default)))
+        block = dict(sizing_cfg.get(sizing.block) or {})
+        block.pop("seed", None)
+        delta = getattr(sizing.config(block), "delta", None)
+        if delta is not None:
+            deltas.setdefault(r.cell.sizing, float(delta))
     return deltas
 
 

@@ -38,7 +38,8 @@ from sagc.aggregate.runlog import read_run_log
 
 #: Run config keys compared with the grid's cell: a run filed under the wrong cell
 #: directory must not be aggregated as that cell.
-_IDENTITY = ("model", "algorithm", "sizing", "seed")
+#: The run-config keys that must match the grid cell (``config_name`` is checked apart).
+_IDENTITY = tuple(k for k in metrics.CELL_KEYS if k != "config_name")
 
 
 @dataclass

@@ -16,6 +16,7 @@ from sagc.controller.registry import (
     Sizing,
     fixed_group_size,
     make_group_sizer,
+    measurement,
     parse_sizing,
     sizing_pattern,
 )
@@ -32,6 +33,6 @@ from sagc.controller.sagc import (
 
 __all__ = [
     "MEASUREMENT_KEYS", "POLICIES", "Policy", "Sizing", "fixed_group_size", "make_group_sizer",
-    "parse_sizing", "sizing_pattern", "SELECTIONS", "STATE_VERSION", "FixedGroupSize",
+    "measurement", "parse_sizing", "sizing_pattern", "SELECTIONS", "STATE_VERSION", "FixedGroupSize",
     "GroupSizer", "SAGCConfig", "SAGCController", "StepRecord", "summarize",
 ]

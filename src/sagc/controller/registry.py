@@ -9,7 +9,7 @@ A sizing name is what a grid cell, a simulator run or a table row calls its poli
 
 ``parse_sizing(name)`` turns a name into a ``Sizing`` (policy, variant, fixed G) or raises a
 ``ValueError`` that names the name and the accepted forms. Everything that needs to know
-what a sizing means asks it: the pipeline schema (``SIZING_PATTERN``), the pipeline's
+what a sizing means asks it: the pipeline schema (``sizing_pattern()``), the pipeline's
 checks and cell configs, the trainer's cell config and entry point, the simulator and the
 aggregation (``fixed_group_size``).
 
@@ -31,8 +31,11 @@ with ``from_dict(dict)`` that validates and raises ``ValueError``, ``to_dict()``
 
 Its cells are then named ``sagc-prompt`` (and ``sagc-prompt-<variant>``), read the
 pipeline's ``sagc_prompt:`` block (and ``sagc_prompt_variants:``), carry it as
-``sizing.sagc_prompt`` in their cell config, and are built as ``PromptSAGC(config)``.
-Names are matched against the longest registered policy name first, so ``sagc-prompt``
+``sizing.sagc_prompt`` in their cell config, and are built as ``PromptSAGC(config)``. The
+pipeline schema gets both blocks when it is regenerated (``python -m sagc.pipeline.schema``;
+the block's key types come from the config class's ``json_schema()`` classmethod if it has
+one, else the block is any mapping, checked as a whole by ``from_dict``; the schema test
+fails until it is regenerated). Names are matched against the longest registered policy name first, so ``sagc-prompt``
 is that policy and not a variant ``prompt`` of ``sagc``. A policy whose block should
 start from another block's keys (a hybrid reusing the SAGC hyper-parameters) passes
 ``inherits="sagc"``: its cell block is ``{**sagc, **sagc_prompt}`` (then the variant).
@@ -160,7 +163,7 @@ class Sizing:
         """The typed config of the block (``ValueError`` when invalid); ``seed`` overrides it.
         A fixed G's block is an ``SAGCConfig`` of which only the measurement keys count."""
         cls = self.config_class
-        if isinstance(block, cls):
+        if hasattr(block, "to_dict"):  # a typed config (e.g. the simulator's SAGCConfig)
             block = block.to_dict()
         d = dict(block or {})
         if seed is not None:
@@ -210,6 +213,13 @@ def fixed_group_size(name: str) -> int | None:
     """G of a fixed sizing name (``"g16"`` -> 16), None for any other name."""
     m = _FIXED.match(name) if isinstance(name, str) else None
     return int(m.group(1)) if m else None
+
+
+def measurement(config: Mapping[str, Any]) -> SAGCConfig:
+    """How every cell of a pipeline config counts a straggler (``tau``, ``scope``): the
+    measurement keys of its ``sagc`` block, ``SAGCConfig``'s defaults for the others."""
+    block = config.get(MEASUREMENT_BLOCK) or {}
+    return SAGCConfig.from_dict({k: v for k, v in block.items() if k in MEASUREMENT_KEYS})
 
 
 def make_group_sizer(

@@ -13,42 +13,16 @@ keys (tensor parallel size, memory fraction, max model length) and is testable w
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
+
+from sagc.tokenizers import load_tokenizer  # one loader for training and evaluation
 
 # One vLLM check for training and evaluation (installed, inside TRL's window).
 from sagc.vllm_support import require_vllm  # noqa: F401 (the runner's import path)
 from sagc.vllm_support import vllm_installed as vllm_available  # noqa: F401
 
 BACKENDS = ("hf", "vllm")
-
-
-def load_tokenizer(model_dir: Path):
-    """The tokenizer saved in ``model_dir``, as the class it was saved as.
-
-    A folder whose ``tokenizer_config.json`` names ``PreTrainedTokenizerFast`` (the tiny
-    world) is loaded with exactly that class; anything else (real Qwen / Llama checkpoints)
-    goes through ``AutoTokenizer``. Never ``trust_remote_code``.
-    """
-    from transformers import AutoTokenizer, PreTrainedTokenizerFast
-
-    model_dir = Path(model_dir)
-    cfg_path = model_dir / "tokenizer_config.json"
-    if not cfg_path.is_file() and not (model_dir / "tokenizer.json").is_file():
-        raise FileNotFoundError(f"no tokenizer in model folder {model_dir} (tokenizer_config.json)")
-    saved_class = None
-    if cfg_path.is_file():
-        saved_class = json.loads(cfg_path.read_text(encoding="utf-8")).get("tokenizer_class")
-    if saved_class in (None, "PreTrainedTokenizerFast"):
-        tok = PreTrainedTokenizerFast.from_pretrained(str(model_dir))
-    else:
-        tok = AutoTokenizer.from_pretrained(str(model_dir), trust_remote_code=False)
-    if tok.pad_token_id is None:
-        if tok.eos_token_id is None:
-            raise ValueError(f"tokenizer in {model_dir} has neither a pad nor an eos token")
-        tok.pad_token = tok.eos_token  # batched generation needs padding
-    return tok
 
 
 def _eos_ids(model, tokenizer) -> list[int]:

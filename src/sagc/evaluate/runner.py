@@ -27,7 +27,8 @@ from typing import Iterator
 
 from sagc.evaluate.backends import BACKENDS, make_hf_lm, require_vllm, vllm_model_args
 from sagc.evaluate.recorder import GenerationRecorder
-from sagc.evaluate.summary import measure_samples, task_summary, validate_summary, write_json_atomic
+from sagc.evaluate.summary import measure_samples, task_summary, validate_summary
+from sagc.io import atomic_write_json
 from sagc.evaluate.taskcfg import GenerationOverrides, max_gen_toks_of, write_run_tasks
 
 log = logging.getLogger(__name__)
@@ -150,7 +151,7 @@ def run_evaluation(cfg: EvalConfig, *, lm=None, tokenizer=None) -> dict:
             model.recorder = recorder
             model_args = f"pretrained={cfg.model_dir}"
         else:
-            from sagc.evaluate.backends import load_tokenizer
+            from sagc.tokenizers import load_tokenizer
 
             model = "vllm"
             model_args = vllm_model_args(
@@ -205,7 +206,7 @@ def run_evaluation(cfg: EvalConfig, *, lm=None, tokenizer=None) -> dict:
     with open(out / "output_lengths.jsonl", "w", encoding="utf-8") as fh:
         for row in length_rows:
             fh.write(json.dumps(row) + "\n")
-    write_json_atomic(
+    atomic_write_json(
         out / "run_info.json",
         {
             "backend": cfg.backend,
@@ -219,5 +220,5 @@ def run_evaluation(cfg: EvalConfig, *, lm=None, tokenizer=None) -> dict:
             "length_sources": sorted({r["source"] for r in length_rows}),
         },
     )
-    write_json_atomic(out / "summary.json", validate_summary(summary))
+    atomic_write_json(out / "summary.json", validate_summary(summary))
     return summary

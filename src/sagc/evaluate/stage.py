@@ -21,12 +21,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from sagc.evaluate.summary import write_json_atomic
+from sagc.io import atomic_write_json, atomic_write_text
 from sagc.pipeline.hub import hub_switched_off_reason, offline_switches
 
 
@@ -194,10 +193,8 @@ def stage_benchmark(
         raise StageError(f"benchmark {name!r}: duplicate ids in {source}")
     cache.mkdir(parents=True, exist_ok=True)
     text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
-    tmp = target.with_suffix(".jsonl.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, target)
-    write_json_atomic(
+    atomic_write_text(target, text)
+    atomic_write_json(
         cache / f"{name}.meta.json",
         {"benchmark": name, "source": source, "rows": len(rows),
          "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest()},

@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-from pathlib import Path
 from typing import Any, Iterable
 
 from sagc.evaluate.recorder import GenerationRecord, GenerationRecorder
@@ -111,11 +109,3 @@ def validate_summary(summary: dict) -> dict:
             if not isinstance(fields[name], float) or not math.isfinite(fields[name]):
                 raise ValueError(f"summary task {task!r}: {name} must be a finite float")
     return summary
-
-
-def write_json_atomic(path: Path, obj: Any) -> None:
-    """Write JSON via a temporary file so a killed job never leaves a half summary behind."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, sort_keys=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)

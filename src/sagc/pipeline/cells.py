@@ -7,7 +7,7 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from sagc.controller import parse_sizing
+from sagc.controller import measurement, parse_sizing
 from sagc.pipeline.grid import Cell, Grid
 
 
@@ -41,7 +41,7 @@ def sizing_section(config: dict[str, Any], sizing: str) -> dict[str, Any]:
 def straggler_tau(config: dict[str, Any]) -> float:
     """The straggler threshold of every cell, fixed or not: the ``sagc`` block's tau, or
     ``SAGCConfig``'s default (the one place it is stated)."""
-    return parse_sizing("g2").config(config.get("sagc") or {}).tau
+    return measurement(config).tau
 
 
 def train_setting(config: dict[str, Any], key: str) -> Any:

@@ -1,14 +1,17 @@
-"""Checking a pipeline config before any job starts.
+"""Checking a pipeline config before any job starts: the pipeline's one validation
+boundary (jobs receive already-valid cells and trust them).
 
 Two layers, both run when the Snakefile is parsed (so ``snakemake -n`` already fails):
 
-1. the JSON schema ``workflow/schemas/config.schema.yaml`` (types, ranges, unknown keys),
+1. the JSON schema ``workflow/schemas/config.schema.yaml``, generated from the typed model
+   ``sagc.pipeline.schema.PipelineConfig`` (types, ranges, unknown keys, defaults),
    reported as ``<file>: config key 'train.steps': ...`` rather than jsonschema's dump;
 2. what a schema cannot express: world-specific model keys, sizing names against their
    policy's variants and each policy's hyper-parameters (``sagc.controller.registry``),
    and every cell's trainer config (``sagc.train.config``), named by cell id.
 
-Snakemake's own ``validate`` then fills in the schema's defaults.
+Snakemake's own ``validate`` then fills in the schema's defaults (the only thing it is
+used for: the schema was checked by the first layer).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import Any
 
 import yaml
 
-SCHEMA = Path("workflow/schemas/config.schema.yaml")
+SCHEMA = Path("workflow/schemas/config.schema.yaml")  # sagc.pipeline.schema.SCHEMA_FILE
 
 
 class ConfigError(ValueError):

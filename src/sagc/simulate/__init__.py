@@ -25,7 +25,8 @@ from sagc.simulate.engine import (
     straggler_ratio,
     summary_table,
 )
-from sagc.simulate.sources import CachedSource, ParametricLengths, ReplayLengths, TraceStep, read_trace, write_trace
+from sagc.simulate.sources import CachedSource, ParametricLengths, ReplayLengths
+from sagc.trace import TraceStep, read_trace, write_trace
 
 __all__ = [
     "CachedSource", "ParametricLengthConfig", "ParametricLengths", "ReplayConfig", "ReplayLengths",

@@ -178,7 +178,7 @@ class ParametricLengthConfig:
 
 @dataclass(frozen=True)
 class ReplayConfig:
-    """Replay of a recorded ``lengths.jsonl`` trace (see ``sagc.simulate.sources``).
+    """Replay of a recorded ``lengths.jsonl`` trace (format: ``sagc.trace``).
 
     ``cycle``: when the simulation has more steps than the trace, start over (with fresh
     resampling draws); otherwise that is an error. ``upsample``: where the extra rollouts

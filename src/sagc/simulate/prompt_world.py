@@ -37,7 +37,7 @@ from sagc.controller import make_group_sizer
 from sagc.prompt_aware.config import PromptSAGCConfig
 from sagc.simulate.config import ParametricLengthConfig, ThroughputConfig
 from sagc.simulate.engine import SizingResult, step_costs
-from sagc.simulate.sources import TraceStep, read_trace
+from sagc.trace import TraceStep, read_trace
 from sagc.simulate.suite import BASE_SAGC, VARIANTS, mean_ci
 from sagc.train.prompts import PromptStream
 

@@ -242,7 +242,7 @@ class TrainSection:
         _bool("train.shuffle", out.shuffle)
         if not isinstance(out.generation_kwargs, Mapping) or not all(isinstance(k, str) for k in out.generation_kwargs):
             raise _fail("train.generation_kwargs", "a mapping of transformers GenerationConfig keys", out.generation_kwargs)
-        if isinstance(out.stop, str) or not all(isinstance(x, str) and x for x in out.stop):
+        if not isinstance(out.stop, (list, tuple)) or not all(isinstance(x, str) and x for x in out.stop):
             raise _fail("train.stop", "a list of non-empty stop strings", out.stop)
         if "stop" in out.generation_kwargs or "stop_strings" in out.generation_kwargs:
             raise ValueError("train.generation_kwargs must not set stop/stop_strings: use train.stop")

@@ -1,6 +1,6 @@
 """Reward registry: the names a cell config may use under ``rewards`` (name -> weight).
 
-The functions are the tiny world's generic boxed-answer rewards (``sagc.tiny.rewards``),
+The functions are the generic boxed-answer rewards (``sagc.rewards``),
 usable for any dataset with an ``answer`` column (a math set, too). DAPO's soft overlong
 punishment is not in the registry: the DAPO preset adds it (``build_reward_funcs``).
 """
@@ -14,7 +14,7 @@ REWARD_NAMES = ("correctness", "format")
 
 
 def _registry() -> dict[str, Callable]:
-    from sagc.tiny.rewards import correctness_reward, format_reward
+    from sagc.rewards import correctness_reward, format_reward
 
     return {"correctness": correctness_reward, "format": format_reward}
 

@@ -28,7 +28,10 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from sagc.metrics import COST
+from sagc.io import atomic_write_json
+from sagc.metrics import CELL_KEYS, COST
+from sagc.tokenizers import save_tokenizer
+from sagc.trace import write_trace
 from sagc.train.config import TrainConfig, load_config
 
 log = logging.getLogger("sagc.train")
@@ -36,7 +39,6 @@ log = logging.getLogger("sagc.train")
 DONE_FILE = "done.json"
 LENGTHS_FILE = "lengths.jsonl"
 CONFIG_STAMP = "config_fingerprint"
-TINY_EOS, TINY_PAD = "<|endoftext|>", "<|pad|>"
 
 
 # -- environment and inputs ---------------------------------------------------------------
@@ -68,32 +70,12 @@ def check_model_source(path: str) -> None:
         raise ValueError(f"model {path} is not in the local cache; run with network or set HF_HOME")
 
 
-def _is_tiny_tokenizer(folder: Path) -> bool:
-    cfg_path = folder / "tokenizer_config.json"
-    if not (folder / "tokenizer.json").is_file() or not cfg_path.is_file():
-        return False
-    cfg = json.loads(cfg_path.read_text())
-    return (cfg.get("tokenizer_class") == "PreTrainedTokenizerFast"
-            and cfg.get("eos_token") == TINY_EOS and cfg.get("pad_token") == TINY_PAD)
-
-
 def load_tokenizer(cfg: TrainConfig):
-    """The tiny world's loader for a tiny-world folder (AutoTokenizer would swap in a
-    Qwen2Tokenizer with another pre-tokenizer: docs/library-notes.md), else ``AutoTokenizer``."""
-    src = cfg.model.tokenizer or cfg.model.path
-    if Path(src).is_dir() and _is_tiny_tokenizer(Path(src)):
-        from sagc.tiny.tokenizer import load_tokenizer as tiny_load
+    """The cell's tokenizer (``sagc.tokenizers``), left-padded for generation."""
+    from sagc.tokenizers import load_tokenizer as load
 
-        tok = tiny_load(Path(src))
-    else:
-        from transformers import AutoTokenizer
-
-        tok = AutoTokenizer.from_pretrained(src, trust_remote_code=cfg.model.trust_remote_code,
-                                            revision=cfg.model.revision)
-    tok.padding_side = "left"
-    if tok.pad_token is None:
-        tok.pad_token = tok.eos_token
-    return tok
+    return load(cfg.model.tokenizer or cfg.model.path, revision=cfg.model.revision,
+                trust_remote_code=cfg.model.trust_remote_code, padding_side="left")
 
 
 def load_prompts(cfg: TrainConfig, tokenizer):
@@ -232,21 +214,6 @@ def summarize_history(history: list[dict]) -> dict:
     }
 
 
-def write_length_trace(path: Path, trace: list[dict]) -> None:
-    """Every step's completion lengths grouped by prompt, in the simulator's trace format
-    (``sagc.simulate.sources.read_trace``), so a recorded run can be replayed with any
-    controller."""
-    import numpy as np
-
-    from sagc.simulate.sources import TraceStep, write_trace
-
-    write_trace(path, [
-        TraceStep(t["step"], t["group_size"], tuple(np.asarray(g) for g in t["lengths"]), t["straggler"],
-                  tuple(t["prompts"]) if "prompts" in t else None, t.get("long_round"))
-        for t in trace
-    ])  # fmt: skip
-
-
 def config_fingerprint(cfg: TrainConfig) -> str:
     """A digest of the whole resolved cell config: checkpoints and done.json are only
     reused by the config that wrote them."""
@@ -256,19 +223,23 @@ def config_fingerprint(cfg: TrainConfig) -> str:
 
 
 def discard_stale_checkpoints(checkpoint_dir: Path, fingerprint: str) -> None:
-    """Resume only from checkpoints of this exact config. When a rerun changes the cell
-    (Snakemake's params trigger: a new learning rate, more steps, another tau), the old
-    run's checkpoints would otherwise be resumed as if they were this run's."""
+    """Resume only from checkpoints of this exact config and state format. When a rerun
+    changes the cell (Snakemake's params trigger: a new learning rate, more steps, another
+    tau), the old run's checkpoints would otherwise be resumed as if they were this run's;
+    checkpoints of an older ``sagc_state.json`` version cannot be resumed at all."""
     import shutil
 
+    from sagc.train.checkpoint import STATE_VERSION
+
     stamp = checkpoint_dir / CONFIG_STAMP
+    expected = f"{fingerprint} sagc_state-v{STATE_VERSION}"
     if checkpoint_dir.is_dir() and any(checkpoint_dir.glob("checkpoint-*")):
-        if not stamp.is_file() or stamp.read_text().strip() != fingerprint:
-            log.warning("checkpoints in %s belong to another config of this cell: starting fresh",
-                        checkpoint_dir)
+        if not stamp.is_file() or stamp.read_text().strip() != expected:
+            log.warning("checkpoints in %s belong to another config of this cell (or an older "
+                        "checkpoint format): starting fresh", checkpoint_dir)
             shutil.rmtree(checkpoint_dir)
     checkpoint_dir.mkdir(parents=True, exist_ok=True)
-    stamp.write_text(fingerprint + "\n")
+    stamp.write_text(expected + "\n")
 
 
 def is_final_checkpoint(checkpoint: Path) -> bool:
@@ -293,7 +264,7 @@ def resume_point(out: Path, fingerprint: str, wandb_dir: Path, cell_id: str) -> 
     """
     import shutil
 
-    from sagc.train.trainer import latest_complete_checkpoint
+    from sagc.train.checkpoint import latest_complete_checkpoint
 
     checkpoint_dir = out / "checkpoints"
     discard_stale_checkpoints(checkpoint_dir, fingerprint)
@@ -332,7 +303,7 @@ def run_cell(cfg: TrainConfig, *, callbacks: list | None = None) -> dict:
 
     from sagc.train.wandb_log import StepLogger, run_id_for
 
-    run_config = {**{k: getattr(cfg.cell, k) for k in ("config_name", "model", "algorithm", "sizing", "seed")},
+    run_config = {**{k: getattr(cfg.cell, k) for k in CELL_KEYS},
                   "cell_id": cfg.cell.id, "config": cfg.to_dict()}
     # Validate and load everything before W&B starts, so a bad cell leaves no run behind.
     trainer = build_trainer(cfg, callbacks=callbacks)
@@ -347,27 +318,23 @@ def run_cell(cfg: TrainConfig, *, callbacks: list | None = None) -> dict:
         trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
         final = out / "final"
         trainer.save_model(str(final))
-        if _is_tiny_tokenizer(Path(cfg.model.tokenizer or cfg.model.path)):
-            from sagc.tiny.tokenizer import save_tokenizer
-
-            save_tokenizer(trainer.processing_class, final)  # keeps tokenizer_class explicit
-        else:
-            trainer.processing_class.save_pretrained(final)
-        write_length_trace(out / LENGTHS_FILE, trainer.length_trace)
+        save_tokenizer(trainer.processing_class, final, like=cfg.model.tokenizer or cfg.model.path)
+        # Every step's lengths grouped by prompt (sagc.trace), so a recorded run can be
+        # replayed with any controller; done.json's history: the same step records.
+        write_trace(out / LENGTHS_FILE, [s.trace_step() for s in trainer.steps])
+        history = trainer.history
         done = {
             "cell": cfg.cell.id,
             "config_fingerprint": fingerprint,
-            **summarize_history(trainer.history),
+            **summarize_history(history),
             "updates": trainer.state.global_step,
             "updates_per_step": trainer.updates_per_rollout,
             "resumed_from": str(checkpoint) if checkpoint else None,
             "prompts_filtered": trainer.prompts_filtered,
             "final_dir": str(final),
-            "history": trainer.history,
+            "history": history,
         }
-        tmp = done_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(done, indent=1) + "\n")
-        os.replace(tmp, done_path)
+        atomic_write_json(done_path, done, indent=1)
     except BaseException:
         logger.finish(exit_code=1)
         raise

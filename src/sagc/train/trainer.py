@@ -30,14 +30,19 @@ What changes against TRL 1.16 (and why; see docs/library-notes.md):
   function of the rollouts alone, so they are identical on every machine that draws the same
   rollouts, unlike wall-clock. Process CPU time is logged beside wall time: it does not grow
   when other jobs time-slice the same cores.
-* **Logging.** One row per step through ``step_logger`` (names from ``sagc.metrics``),
-  plus TRL's own per-update metrics averaged over the step under ``trl/``. TRL's
-  ``report_to`` is expected to be "none".
-* **Exact resume.** ``sagc_state.json`` in every checkpoint holds the sizer state (its RNG
-  included), the prompt-stream position, the cumulative wall-clock and the per-step history
-  and logged rows (re-logged on resume: a killed offline run may not have flushed them);
-  TRL restores weights, optimizer, scheduler and RNG. Checkpoints only fall on step
-  boundaries, so a resumed run regenerates exactly the rollouts the killed one would have.
+* **One record per step** (``sagc.train.records.StepResult``), written once when the
+  step's last update ends: the W&B row through ``step_logger`` (names from
+  ``sagc.metrics``, plus TRL's own per-update metrics averaged over the step under
+  ``trl/``; TRL's ``report_to`` is expected to be "none"), done.json's history and the
+  lengths trace are views of it.
+* **Exact resume** (``sagc.train.checkpoint``): ``sagc_state.json`` in every checkpoint
+  holds the sizer state (its RNG included), the prompt-stream position, the cumulative
+  times and the step records (their rows are re-logged on resume: a killed offline run may
+  not have flushed them); TRL restores weights, optimizer, scheduler and RNG.
+
+The TRL methods overridden here and the private attributes used are listed, with the
+reason for each, in ``sagc.train.trl_contract`` (checked against the installed TRL by the
+tests).
 
 Single process only (one device, vLLM colocated or HF generate): the prompt stream and
 dynamic sampling are not sharded across ranks.
@@ -45,12 +50,10 @@ dynamic sampling are not sharded across ranks.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
-import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -62,19 +65,15 @@ from transformers.trainer_callback import PrinterCallback, ProgressCallback
 from trl import GRPOConfig, GRPOTrainer
 
 from sagc import metrics as M
-from sagc.controller import StepRecord
-from sagc.lengths import as_groups, padding_efficiency, true_median
 from sagc.train import rollout
-from sagc.train.config import require_vllm
+from sagc.train.checkpoint import read_state, write_state
 from sagc.train.dynamic_sampling import informative_groups, merge_scored
 from sagc.train.prompts import PromptStream
+from sagc.train.records import GenerateCall, StepInProgress, StepResult
+from sagc.vllm_support import require_vllm
 
 log = logging.getLogger("sagc.train")
 
-STATE_FILE = "sagc_state.json"
-STATE_VERSION = 1
-#: Prefix of TRL's own per-update metrics in our per-step row (e.g. ``trl/kl``).
-TRL_METRIC_PREFIX = "trl/"
 
 
 @dataclass(frozen=True)
@@ -95,75 +94,6 @@ class SAGCTrainingArguments:
         if self.rollout_budget is not None:
             return self.rollout_budget // group_size
         return int(self.prompts_per_step)
-
-
-@dataclass(frozen=True)
-class GenerateCall:
-    """One call of ``generate``: what a synchronous decode of that batch costs.
-
-    ``rows``: completions generated; ``longest``: the longest completion in tokens (every
-    row waits for it: the decode steps of the call); ``tokens``: completion tokens summed;
-    ``prompt_padding``: pad tokens added to left-pad the prompts to the longest one.
-    """
-
-    rows: int
-    longest: int
-    tokens: int
-    prompt_padding: int
-
-    @classmethod
-    def of(cls, prompt_ids: list, completion_ids: list) -> "GenerateCall":
-        prompt_lengths = [len(p) for p in prompt_ids]
-        lengths = [len(c) for c in completion_ids]
-        widest = max(prompt_lengths, default=0)
-        return cls(rows=len(lengths), longest=max(lengths, default=0), tokens=sum(lengths),
-                   prompt_padding=sum(widest - n for n in prompt_lengths))
-
-    @property
-    def padded_tokens(self) -> int:
-        """Completion positions HF ``generate`` computes: every row runs ``longest`` steps."""
-        return self.rows * self.longest
-
-    def to_dict(self) -> dict[str, int]:
-        return {"rows": self.rows, "longest": self.longest, "tokens": self.tokens,
-                "prompt_padding": self.prompt_padding}
-
-
-def step_costs(calls: list[GenerateCall], train_padded_tokens: int) -> dict[str, int]:
-    """The deterministic cost of one step from its generate calls (see ``sagc.metrics``)."""
-    return {
-        "decode_steps": sum(c.longest for c in calls),
-        "padded_tokens": sum(c.padded_tokens for c in calls),
-        "prompt_padding": sum(c.prompt_padding for c in calls),
-        "generate_calls": len(calls),
-        "train_padded_tokens": int(train_padded_tokens),
-    }
-
-
-@dataclass
-class _StepInProgress:
-    """Everything measured while one step runs (its rollout rounds and its updates)."""
-
-    step: int
-    group_size: int
-    length_groups: list = field(default_factory=list)
-    truncated: list = field(default_factory=list)
-    rewards: list = field(default_factory=list)
-    gen_seconds: float = 0.0
-    sync_seconds: float = 0.0
-    calls: list = field(default_factory=list)
-    train_padded_tokens: int = 0
-    ds_rounds: int = 0
-    ds_dropped: int = 0
-    ds_filled: int = 0
-    ds_seconds: float = 0.0
-    n_prompts: int = 0
-    n_rollouts: int = 0
-    prompt_ids: list = field(default_factory=list)  # one per length group, refills included
-    long_round: bool = False
-    record: StepRecord | None = None
-    update_losses: list = field(default_factory=list)
-    trl_metrics: list = field(default_factory=list)
 
 
 class _Tickets(TorchDataset):
@@ -271,20 +201,20 @@ class SAGCGRPOTrainer(GRPOTrainer):
             callbacks=callbacks,
             **kwargs,
         )
-        # The plain seeded order, or a schedule that learns from lengths (tail batching).
+        # The one place the prompt stream is made (unless given: tail batching): the trainer
+        # calls take(k), observe(prompt ids, lengths) and state_dict() / load_state_dict() on it.
         if prompt_stream is None:
             prompt_stream = PromptStream(len(train_dataset), seed=args.seed, shuffle=args.shuffle_dataset)
+        if prompt_stream.n != len(train_dataset):
+            raise ValueError(f"prompt_stream covers {prompt_stream.n} prompts, train_dataset has {len(train_dataset)}")
         self.prompt_stream = prompt_stream
-        if self.prompt_stream.n != len(train_dataset):
-            raise ValueError(f"prompt_stream covers {self.prompt_stream.n} prompts, train_dataset has {len(train_dataset)}")
         self.step_logger = step_logger
-        self.history: list[dict] = []  # one summary per finished step (done.json)
-        # Per-step lengths grouped by prompt (lengths.jsonl): what the simulator replays.
-        self.length_trace: list[dict] = []
-        self.rows: list[dict] = []  # the logged row of every finished step (replayed on resume)
+        # One record per finished step (sagc.train.records): done.json's history, the W&B
+        # rows, the lengths trace and the checkpoint state are all views of it.
+        self.steps: list[StepResult] = []
         self.wallclock_s = 0.0
         self.cpu_s = 0.0
-        self._current: _StepInProgress | None = None
+        self._current: StepInProgress | None = None
         self._step_t0: float | None = None
         self._step_cpu0: float | None = None
         self._update_loss = 0.0
@@ -305,6 +235,11 @@ class SAGCGRPOTrainer(GRPOTrainer):
         rows = [dict(self.train_dataset[i]) for i in idx]
         # Copies, not references: TRL may write extra fields into each row.
         return [dict(r) for r in rows for _ in range(group_size)]
+
+    @property
+    def history(self) -> list[dict]:
+        """done.json's per-step history: a view of the step records."""
+        return [s.history_entry() for s in self.steps]
 
     @property
     def step(self) -> int:
@@ -375,7 +310,7 @@ class SAGCGRPOTrainer(GRPOTrainer):
             raise RuntimeError(f"group sizer returned G={g}, not one of its candidates {self.group_sizes}")
         p = self.sagc_args.prompts_for(g)
         self.num_generations = g
-        cur = self._current = _StepInProgress(step=self.step + 1, group_size=g)
+        cur = self._current = StepInProgress(step=self.step + 1, group_size=g)
 
         scored, rewards = self._score_round(p, g)
         if self.sagc_args.dynamic_sampling:
@@ -451,115 +386,43 @@ class SAGCGRPOTrainer(GRPOTrainer):
         cpu_s = time.process_time() - self._step_cpu0
         self.wallclock_s += step_s
         self.cpu_s += cpu_s
-        row = self.step_metrics(cur, step_s, cpu_s)
-        costs = {name: row[key] for name, key in M.COST.items()}
-        self.history.append({
-            "step": cur.step, "group_size": cur.group_size,
-            "straggler": bool(cur.record.straggler), "ratio": cur.record.ratio,
-            "step_s": step_s, "rollout_s": cur.gen_seconds, "wallclock_s": self.wallclock_s,
-            "reward_mean": row[M.REWARD_MEAN], "length_max": row[M.LENGTH_MAX],
-            "length_median": row[M.LENGTH_MEDIAN], "prompts": cur.n_prompts, "rollouts": cur.n_rollouts,
-            "ds_rounds": cur.ds_rounds, "ds_dropped_groups": cur.ds_dropped,
-            "ds_filled_groups": cur.ds_filled, "long_round": cur.long_round, "loss": row[M.LOSS],
-            "cpu_s": cpu_s, "cpu_total_s": self.cpu_s, **costs,
-            "calls": [c.to_dict() for c in cur.calls],
-        })  # fmt: skip
-        self.rows.append(row)
-        self.length_trace.append({
-            "step": cur.step, "group_size": cur.group_size,
-            "lengths": [[int(x) for x in g] for g in cur.length_groups],
-            "prompts": [int(i) for i in cur.prompt_ids], "long_round": cur.long_round,
-            "straggler": bool(cur.record.straggler),
-        })  # fmt: skip
+        result = cur.finish(step_s=step_s, cpu_s=cpu_s, wallclock_s=self.wallclock_s, cpu_total_s=self.cpu_s,
+                            dynamic_sampling=self.sagc_args.dynamic_sampling)
+        self.steps.append(result)
+        row = result.row()
         log.info("step %d/%d G=%d prompts=%d straggler=%d ratio=%.2f rollout_s=%.2f step_s=%.2f "
-                 "reward=%.3f loss=%.4g", cur.step, self.args.max_steps // self.updates_per_rollout,
-                 cur.group_size, cur.n_prompts, int(cur.record.straggler), cur.record.ratio,
-                 cur.gen_seconds, step_s, row[M.REWARD_MEAN], row[M.LOSS])
+                 "reward=%.3f loss=%.4g", result.step, self.args.max_steps // self.updates_per_rollout,
+                 result.group_size, result.prompts, int(result.straggler), result.ratio,
+                 result.rollout_s, step_s, row[M.REWARD_MEAN], row[M.LOSS])
         if self.step_logger is not None:
-            self.step_logger.log(row, step=cur.step)
+            self.step_logger.log(row, step=result.step)
         self._current = None
         self._step_t0 = self._step_cpu0 = None
 
-    def step_metrics(self, cur: _StepInProgress, step_s: float, cpu_s: float) -> dict[str, float]:
-        """The W&B row of a finished step (names from ``sagc.metrics``)."""
-        groups = as_groups(cur.length_groups)
-        flat = np.concatenate(groups)
-        rewards = torch.cat(cur.rewards).double().numpy()
-        rewards = rewards[~np.isnan(rewards)]
-        rec = cur.record
-        row: dict[str, float] = {
-            M.STEP: cur.step,
-            M.GROUP_SIZE: cur.group_size,
-            M.STRAGGLER: int(rec.straggler),
-            M.LENGTH_RATIO: rec.ratio,
-            M.STRAGGLER_RATE: rec.straggler_rate,
-            M.ROLLOUT_SECONDS: cur.gen_seconds,
-            M.WEIGHT_SYNC_SECONDS: cur.sync_seconds,
-            M.STEP_SECONDS: step_s,
-            M.WALLCLOCK_SECONDS: self.wallclock_s,
-            M.CPU_SECONDS: cpu_s,
-            M.CPU_TOTAL_SECONDS: self.cpu_s,
-            M.TOKENS_GENERATED: int(flat.sum()),
-            M.PADDING_EFFICIENCY: padding_efficiency(groups),
-            # Sample std, as TRL's reward_std (nanstd with Bessel's correction).
-            M.REWARD_MEAN: float(rewards.mean()) if rewards.size else math.nan,
-            M.REWARD_STD: float(rewards.std(ddof=1)) if rewards.size > 1 else 0.0,
-            M.LENGTH_MEAN: float(flat.mean()),
-            M.LENGTH_MEDIAN: true_median(flat),
-            M.LENGTH_MAX: float(flat.max()),
-            M.TRUNCATED_FRAC: float(np.mean(cur.truncated)),
-            M.N_PROMPTS: cur.n_prompts,
-            M.N_ROLLOUTS: cur.n_rollouts,
-            M.LONG_ROUND: int(cur.long_round),
-            M.LOSS: float(np.mean(cur.update_losses)) if cur.update_losses else math.nan,
-        }
-        costs = step_costs(cur.calls, cur.train_padded_tokens)
-        row.update({M.COST[name]: value for name, value in costs.items()})
-        if rec.lambda_ is not None:
-            row[M.LAMBDA] = rec.lambda_
-            for g, m in rec.posterior_mean.items():
-                row[M.posterior_mean_key(g)] = m
-        if self.sagc_args.dynamic_sampling:
-            row[M.DS_ROUNDS] = cur.ds_rounds
-            row[M.DS_DROPPED_GROUPS] = cur.ds_dropped
-            row[M.DS_SECONDS] = cur.ds_seconds
-        keys = sorted({k for snap in cur.trl_metrics for k in snap})
-        for k in keys:
-            vals = [snap[k] for snap in cur.trl_metrics if k in snap]
-            row[TRL_METRIC_PREFIX + k] = float(np.mean(vals))
-        return row
-
-    # -- checkpoints -------------------------------------------------------------------------
+    # -- checkpoints (sagc.train.checkpoint) ---------------------------------------------
 
     def sagc_state(self) -> dict:
         return {
-            "version": STATE_VERSION,
             "step": self.step,
             "group_sizer": self.group_sizer.state_dict(),
             "prompt_stream": self.prompt_stream.state_dict(),
             "wallclock_s": self.wallclock_s,
             "cpu_s": self.cpu_s,
-            "history": self.history,
-            "rows": self.rows,
-            "length_trace": self.length_trace,
+            "steps": [r.to_dict() for r in self.steps],
         }
 
     def load_sagc_state(self, state: dict) -> None:
-        if state.get("version") != STATE_VERSION:
-            raise ValueError(f"unsupported {STATE_FILE} version {state.get('version')!r}")
         self.group_sizer.load_state_dict(state["group_sizer"])
         self.prompt_stream.load_state_dict(state["prompt_stream"])
         self.wallclock_s = float(state["wallclock_s"])
-        self.cpu_s = float(state.get("cpu_s", 0.0))
-        self.history = list(state["history"])
-        self.rows = list(state.get("rows", []))
-        self.length_trace = list(state.get("length_trace", []))
+        self.cpu_s = float(state["cpu_s"])
+        self.steps = [StepResult.from_dict(r) for r in state["steps"]]
         if self.step_logger is not None:
             # An offline run killed mid-way may not have flushed its rows (wandb-core buffers
             # them): the resumed segment re-logs every step up to the checkpoint, so it holds
             # the whole history by itself (segments merge by step, later wins).
-            for row in self.rows:
-                self.step_logger.log(row, step=int(row[M.STEP]))
+            for r in self.steps:
+                self.step_logger.log(r.row(), step=r.step)
 
     def _save_checkpoint(self, model, trial):
         if self._current is not None:
@@ -567,19 +430,12 @@ class SAGCGRPOTrainer(GRPOTrainer):
         super()._save_checkpoint(model, trial)
         if self.args.should_save:
             folder = Path(self._get_output_dir(trial=trial)) / f"checkpoint-{self.state.global_step}"
-            tmp = folder / (STATE_FILE + ".tmp")
-            tmp.write_text(json.dumps(self.sagc_state()))
-            os.replace(tmp, folder / STATE_FILE)  # written last: marks the checkpoint complete
+            write_state(folder, self.sagc_state())  # written last: marks the checkpoint complete
 
     def _load_optimizer_and_scheduler(self, checkpoint):
         super()._load_optimizer_and_scheduler(checkpoint)
-        if checkpoint is None:
-            return
-        path = Path(checkpoint) / STATE_FILE
-        if not path.is_file():
-            raise ValueError(f"checkpoint {checkpoint} has no {STATE_FILE}: it was not written by "
-                             "SAGCGRPOTrainer or is incomplete")
-        self.load_sagc_state(json.loads(path.read_text()))
+        if checkpoint is not None:
+            self.load_sagc_state(read_state(checkpoint))
 
 
 def _value(option) -> str:
@@ -591,16 +447,3 @@ def _rows(group_mask: torch.Tensor, g: int) -> torch.Tensor:
     """Row indices of the groups selected by ``group_mask`` (groups are G contiguous rows)."""
     groups = torch.nonzero(group_mask, as_tuple=False).flatten()
     return (groups.unsqueeze(1) * g + torch.arange(g)).flatten()
-
-
-def latest_complete_checkpoint(checkpoint_dir: Path) -> Path | None:
-    """The newest ``checkpoint-<n>`` that holds ``sagc_state.json`` (written last)."""
-    checkpoint_dir = Path(checkpoint_dir)
-    if not checkpoint_dir.is_dir():
-        return None
-    found = []
-    for d in checkpoint_dir.glob("checkpoint-*"):
-        suffix = d.name.split("-", 1)[1]
-        if suffix.isdigit() and (d / STATE_FILE).is_file():
-            found.append((int(suffix), d))
-    return max(found)[1] if found else None

@@ -2,7 +2,7 @@
 
 import pytest
 
-from sagc.tiny.rewards import FORMAT_REWARD, REWARD_FUNCS, correctness_reward, format_reward
+from sagc.rewards import FORMAT_REWARD, REWARD_FUNCS, correctness_reward, format_reward
 
 GOOD = "e=7+4=1\nf=1*2=2\n\\boxed{2}"
 

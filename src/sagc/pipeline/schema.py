@@ -1,0 +1,419 @@
+"""The pipeline config's typed model, and the JSON schema generated from it.
+
+``PipelineConfig`` (pydantic) states every key of a pipeline config (``configs/*.yaml``):
+its type, range and default, and its description. The JSON schema Snakemake validates
+against, ``workflow/schemas/config.schema.yaml``, is generated from it:
+
+    python -m sagc.pipeline.schema            # rewrite the schema file
+    python -m sagc.pipeline.schema --check    # exit 1 if the file is out of date
+
+The file is checked in (Snakemake's ``validate`` reads a file, and a reviewer reads the
+schema there); ``tests/pipeline/test_schema.py`` fails when it differs from the model.
+
+What the model takes from the code instead of restating it:
+
+- the sizing names' pattern, and one block (plus its variants block) per registered
+  policy, from the sizing registry (``sagc.controller.registry``);
+- the keys of ``train`` and ``device`` and the defaults the schema fills in, from the
+  trainer's cell sections (``sagc.train.config.TrainSection`` / ``DeviceSection``): a key
+  the trainer accepts is a key the pipeline accepts, and absent keys take the trainer's
+  default (no train key except these three is filled in by the schema, so adding a
+  trainer default never changes existing cells' configs);
+- the aggregation's defaults from ``sagc.aggregate.grid.Grid``.
+
+What a schema cannot express (world-specific keys, sizing names against their variants,
+each policy's hyper-parameters as a whole, every cell's trainer config) is checked by
+``sagc.pipeline.config`` right after the schema, before any job starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Literal, Optional, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+from sagc.aggregate.grid import TIME_UNITS
+from sagc.aggregate.grid import Grid as AggregateDefaults
+from sagc.controller import POLICIES, sizing_pattern
+from sagc.train.config import (
+    ALGORITHMS,
+    IS_MODES,
+    LR_SCHEDULERS,
+    MASTER_WEIGHTS,
+    VLLM_MODES,
+    WANDB_MODES,
+    DeviceSection,
+    TrainSection,
+    WandbSection,
+)
+
+SCHEMA_FILE = Path("workflow/schemas/config.schema.yaml")
+HEADER = "# Generated from sagc.pipeline.schema (python -m sagc.pipeline.schema): do not edit by hand.\n"
+
+
+def _trainer_default(section: type, key: str) -> Any:
+    value = getattr(section, key)
+    return list(value) if isinstance(value, tuple) else value
+
+
+class _Block(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+#: Marks a ``None`` default the schema fills in (``key: null``); other ``None`` defaults
+#: only mean "optional": the key stays absent and its consumer's default applies.
+FILL_NULL = {"x-fill-null": True}
+
+
+class ModelSpec(_Block):
+    arch: Literal["qwen2", "llama"] = Field(None, description="tiny world: architecture class of the tiny model")
+    hub_id: str = Field(None, description="hub world: the model id, e.g. Qwen/Qwen2.5-3B")
+    revision: str = Field("main", description="hub world: a pinned revision")
+    trust_remote_code: bool = False
+
+
+class SAGCBlock(_Block):
+    """SAGC hyper-parameters (``sagc.SAGCConfig``, which checks them as a whole); fixed-G
+    cells use tau and scope too."""
+
+    candidates: list[int] = Field(None, min_length=1, json_schema_extra={"items": {"type": "integer", "minimum": 2}})
+    tau: float = Field(None, gt=1)
+    delta: float = Field(None, gt=0, lt=1)
+    eta: float = Field(None, gt=0)
+    lambda_max: float = Field(None, gt=0)
+    forgetting: float = Field(None, gt=0, le=1)
+    prior: list[float] = Field(None, min_length=2, max_length=2,
+                               json_schema_extra={"items": {"type": "number", "exclusiveMinimum": 0}})
+    initial: Optional[int] = None
+    radius: int = Field(None, ge=1)
+    scope: Literal["step", "group"] = None
+    counterfactual: bool = Field(
+        None, description="beyond the paper: also update every smaller G from the step's disjoint sub-groups")
+    selection: Literal["lagrangian", "constrained"] = Field(
+        None, description="lagrangian = the paper's score; constrained = largest G whose sampled risk <= delta")
+
+
+class SAGCPromptBlock(SAGCBlock):
+    """Prompt-aware sizings (``sagc.prompt_aware.config.PromptSAGCConfig``, which checks them
+    as a whole; docs/prompt-aware.md): the sagc keys plus the predictor's and the schedule's."""
+
+    long_fraction: float = Field(None, gt=0, lt=1, description="share of prompts deferred to long rounds")
+    queue_rounds: int = Field(None, ge=1, description="rounds' worth of deferred prompts that start a long round")
+    group_size: Optional[int] = Field(None, ge=2, description="null: SAGC per round kind; N: tail batching at G=N")
+    quantile: float = Field(None, ge=0.5, lt=1, description="upper quantile of a rollout's length: the risk score")
+    history_decay: float = Field(None, gt=0, le=1, description="weight of a prompt's older epochs")
+    ridge: float = Field(None, gt=0, description="L2 penalty of the feature regression")
+    prior_strength: float = Field(None, gt=0, description="pseudo-rollouts of the pooled spread")
+    min_between_var: float = Field(None, gt=0, description="floor of the between-prompt variance (log units)")
+    hash_dim: int = Field(None, ge=0, description="hashed edge-token features (0: token count only)")
+    edge_tokens: int = Field(None, ge=0, description="tokens at each prompt edge that are hashed")
+
+
+#: The typed model of a policy's block, where this module has one (others: the config
+#: class's own ``json_schema()``, or any mapping).
+BLOCK_MODELS: dict[str, type[BaseModel]] = {"sagc": SAGCBlock, "sagc_prompt": SAGCPromptBlock}
+
+
+class TinyBlock(_Block):
+    data: dict = Field({}, description="flags of `python -m sagc.tiny data`")
+    model: dict = Field({}, description="flags of `python -m sagc.tiny base-model`")
+    measure: dict = Field({}, description="flags of `python -m sagc.tiny measure`")
+
+
+class HubBlock(_Block):
+    train_dataset: str = Field(None, description="HF dataset id of the RL training prompts")
+    train_split: str = "train"
+    train_source: Optional[str] = Field(None, description="a local JSONL instead of the hub", json_schema_extra=FILL_NULL)
+    benchmark_source: Optional[str] = Field(None, description="a local folder with staged benchmarks",
+                                            json_schema_extra=FILL_NULL)
+
+
+class TrainBlock(_Block):
+    """``sagc.train.config.TrainSection``'s keys but ``seed`` (per cell, from the grid)."""
+
+    steps: int = Field(..., ge=1)
+    prompts_per_step: Optional[int] = Field(
+        None, ge=1, description="fixed prompts per step (the paper's setting); exactly one of it and rollout_budget")
+    rollout_budget: Optional[int] = Field(
+        _trainer_default(TrainSection, "rollout_budget"), ge=1, json_schema_extra=FILL_NULL,
+        description="fixed rollouts per step instead of fixed prompts (prompts = budget / G)")
+    max_prompt_length: int = Field(None, ge=1)
+    max_completion_length: int = Field(None, ge=1)
+    temperature: float = Field(None, gt=0)
+    top_p: float = Field(None, gt=0, le=1)
+    learning_rate: float = Field(None, gt=0)
+    save_steps: int = Field(None, ge=1)
+    torch_threads: Optional[int] = Field(None, ge=1, description="torch threads of a train job; null = torch's own choice")
+    gradient_accumulation_steps: Union[Annotated[int, Field(ge=1)], Literal["auto"]] = Field(
+        _trainer_default(TrainSection, "gradient_accumulation_steps"),
+        description=(
+            "Micro-batches per optimizer update. A step's P x G rollouts are split into minibatches x "
+            "gradient_accumulation_steps micro-batches of which TRL runs the loss pass one at a time "
+            "(per_device_train_batch_size = the largest micro-batch). \"auto\": the largest micro-batch that "
+            "fits device.gpu_memory_gib by the estimate of sagc.pipeline.memory, per cell. vLLM still "
+            "generates the whole step at once (max_num_seqs = P x G_max whatever the split)."))
+    lr_scheduler_type: Literal[LR_SCHEDULERS] = None  # type: ignore[valid-type]
+    max_grad_norm: float = Field(None, ge=0)
+    save_total_limit: int = Field(None, ge=1)
+    shuffle: bool = None
+    generation_kwargs: dict = Field(None, description="extra transformers GenerationConfig keys of the rollouts")
+    stop: list[str] = Field(
+        _trainer_default(TrainSection, "stop"), json_schema_extra={"items": {"type": "string", "minLength": 1}},
+        description=(
+            "Stop strings of the training generations (as the evaluation tasks' `until`): a completion is "
+            "cut before the first one and ended with EOS, so it counts as finished."))
+
+
+#: The train keys whose default the schema fills in (the rest stay absent: the trainer's).
+TRAIN_FILLED = ("rollout_budget", "gradient_accumulation_steps", "stop")
+
+
+class EvaluateBlock(_Block):
+    backend: Literal["hf", "vllm"] = "hf"
+    tasks: list[str] = Field(None, min_length=1)
+    limit: Optional[int] = Field(None, ge=1, json_schema_extra=FILL_NULL)
+    max_gen_toks: int = Field(None, ge=1)
+    batch_size: Union[int, str] = None
+    temperature: float = Field(None, ge=0)
+    top_p: float = Field(None, gt=0, le=1)
+    repeats: int = Field(None, ge=1, description="samples per problem (avg@k); use with temperature > 0")
+    tensor_parallel_size: int = Field(None, ge=1)
+    gpu_memory_utilization: float = Field(None, gt=0, le=1)
+    max_model_len: int = Field(None, ge=1)
+    base_models: bool = Field(True, description="evaluate the base models as the reference row")
+
+
+class WandbBlock(_Block):
+    mode: Literal[WANDB_MODES] = WandbSection.mode  # type: ignore[valid-type]
+    project: str = WandbSection.project
+    entity: Optional[str] = Field(WandbSection.entity, json_schema_extra=FILL_NULL)
+    source: Literal["offline", "online"] = Field(
+        "offline", description="where the aggregation reads the runs: the cells' run files or the W&B API")
+
+
+class AggregateBlock(_Block):
+    last_k: int = Field(AggregateDefaults.last_k, ge=1)
+    time_unit: Literal[tuple(TIME_UNITS)] = AggregateDefaults.time_unit  # type: ignore[valid-type]
+    allow_partial: bool = AggregateDefaults.allow_partial
+
+
+class SimulateBlock(_Block):
+    enabled: bool = Field(True, description="run the simulator rule as part of `all`")
+    config: Optional[str] = Field(
+        None, description="a simulator config (sagc.simulate); null = the packaged paper_calibrated.yaml",
+        json_schema_extra=FILL_NULL)
+
+
+class DeviceBlock(_Block):
+    """``sagc.train.config.DeviceSection``'s keys, with its defaults."""
+
+    use_cpu: bool = DeviceSection.use_cpu
+    bf16: bool = DeviceSection.bf16
+    gradient_checkpointing: bool = DeviceSection.gradient_checkpointing
+    use_vllm: bool = DeviceSection.use_vllm
+    vllm_mode: Literal[VLLM_MODES] = DeviceSection.vllm_mode  # type: ignore[valid-type]
+    vllm_gpu_memory_utilization: float = Field(DeviceSection.vllm_gpu_memory_utilization, gt=0, le=1)
+    vllm_tensor_parallel_size: int = Field(DeviceSection.vllm_tensor_parallel_size, ge=1)
+    master_weights: Literal[MASTER_WEIGHTS] = Field(  # type: ignore[valid-type]
+        DeviceSection.master_weights,
+        description=(
+            "How the optimizer keeps the weights when bf16 is on. fp32: fp32 master weights with bf16 "
+            "autocast (the model is loaded in fp32). bf16_kahan: bf16 weights with an AdamW that carries "
+            "the rounding error in a compensation buffer (sagc.train.precision), for cards where fp32 "
+            "masters do not fit. Plain bf16 weights are not offered: at lr 1e-6 an update is below half a "
+            "bf16 ulp of most weights and rounds away."))
+    gpu_memory_gib: Optional[float] = Field(
+        DeviceSection.gpu_memory_gib, gt=0, json_schema_extra=FILL_NULL,
+        description=(
+            "Memory of the card the jobs run on (GiB, as the driver reports it: ~79 for an 80 GB card, "
+            "~139 for a 141 GB H200). When set, every cell must fit it by the estimate of "
+            "sagc.pipeline.memory, and train.gradient_accumulation_steps=auto sizes micro-batches."))
+    vllm_importance_sampling_mode: Literal[IS_MODES] = Field(  # type: ignore[valid-type]
+        DeviceSection.vllm_importance_sampling_mode,
+        description=(
+            "TRL's correction for the vLLM/trainer probability mismatch. token_truncate (the default here, "
+            "TRL's is sequence_mask) clips each token's ratio at vllm_importance_sampling_clip_max; a "
+            "sequence-level ratio is a product over the completion's tokens, so with 4k-token completions "
+            "*_mask modes drop long rows preferentially, exactly the stragglers the grid studies."))
+    vllm_importance_sampling_clip_max: float = Field(DeviceSection.vllm_importance_sampling_clip_max, gt=0)
+
+
+class RuleResources(_Block):
+    gpu: int = Field(None, ge=0)
+    gpu_model: str = None
+    mem_mb: int = Field(None, ge=1)
+    runtime: int = Field(None, ge=1, description="minutes")
+    cpus_per_task: int = Field(None, ge=1)
+    threads: int = Field(None, ge=1)
+    slurm_partition: str = None
+    slurm_account: str = None
+    constraint: str = None
+    qos: str = None
+
+
+class AlgorithmOverrides(_Block):
+    grpo: dict = None
+    dapo: dict = None
+
+
+class PipelineConfig(_Block):
+    """Config of the SAGC reproduction pipeline (configs/*.yaml). Snakemake validates it before
+    any job starts; sagc.pipeline.config adds the checks a schema cannot express (sizing names,
+    each policy's hyper-parameters, the trainer's cell config) and names the offending key."""
+
+    name: str = Field(..., pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*$",
+                      description="Output namespace, results/<name>/ and paper_figures/<name>/.")
+    world: Literal["tiny", "hub"] = Field(..., description=(
+        "tiny = the embedded offline world the pipeline builds itself (tokenizer, data, tiny models "
+        "warm-started on a synthetic task); hub = real models and datasets from the Hugging Face cache "
+        "(HF_HOME), staged once with network."))
+    models: dict[str, ModelSpec] = Field(..., min_length=1,
+                                         description="Model name -> how to get it. Names appear in paths and tables.")
+    algorithms: list[Literal[ALGORITHMS]] = Field(  # type: ignore[valid-type]
+        ..., min_length=1, json_schema_extra={"uniqueItems": True})
+    sizings: list[str] = Field(..., min_length=1, json_schema_extra={"uniqueItems": True}, description=(
+        "g<N> = fixed G=N; <policy> = a registered group-size policy (sagc = the controller); "
+        "<policy>-<variant> = the policy with <block>_variants.<variant> applied."))
+    seeds: list[int] = Field(..., min_length=1, json_schema_extra={"uniqueItems": True,
+                                                                   "items": {"type": "integer", "minimum": 0}})
+    tiny: TinyBlock = Field({}, description="Parameters of the tiny world's build steps (world tiny only).")
+    hub: HubBlock = Field({}, description="Datasets of the hub world.")
+    train: TrainBlock
+    rewards: dict[str, float] = Field({"correctness": 1.0, "format": 0.1}, description="Reward function name -> weight.")
+    algorithm_overrides: AlgorithmOverrides = Field(
+        {}, description="Per-algorithm keys passed to the trainer's preset (see sagc.train.presets).")
+    evaluate: EvaluateBlock = {}
+    wandb: WandbBlock = {}
+    aggregate: AggregateBlock = {}
+    simulate: SimulateBlock = {}
+    device: DeviceBlock = {}
+    resources: dict[str, RuleResources] = Field({}, description=(
+        "Per-rule cluster resources: rule name -> {gpu, mem_mb, runtime, cpus_per_task, slurm_partition, ...}"))
+
+
+# -- from the model to the JSON schema ----------------------------------------------------------
+
+
+def _inline(node: Any, defs: dict) -> Any:
+    """Resolve ``$ref``s into their definitions and drop pydantic's titles and the
+    ``default: null`` it writes for keys that simply stay absent."""
+    if isinstance(node, list):
+        return [_inline(x, defs) for x in node]
+    if not isinstance(node, dict):
+        return node
+    if "$ref" in node:
+        target = copy.deepcopy(defs[node["$ref"].rsplit("/", 1)[1]])
+        extra = {k: v for k, v in node.items() if k != "$ref"}
+        return _inline({**target, **extra}, defs)
+    out = {}
+    for k, v in node.items():
+        if k == "title" and isinstance(v, str):
+            continue
+        if k == "description" and isinstance(v, str):
+            out[k] = " ".join(v.split())  # docstrings' line breaks
+        else:
+            out[k] = v if k in ("default", "const", "enum", "pattern") else _inline(v, defs)
+    # "anyOf: [X, {type: null}]" -> X with type [.., "null"] (the hand-written schema's form)
+    branches = out.get("anyOf")
+    if branches and {"type": "null"} in branches and len(branches) == 2:
+        other = dict(next(b for b in branches if b != {"type": "null"}))
+        if isinstance(other.get("type"), str):
+            other["type"] = [other["type"], "null"]
+            del out["anyOf"]
+            out = {**other, **out}
+    return out
+
+
+def _clean_props(schema: dict, filled: tuple[str, ...] | None = None) -> None:
+    """Keys declared with ``None`` carry no default (absent stays absent), and only keys with
+    a real default keep it; in ``train`` only ``filled`` keys keep theirs."""
+    for key, prop in schema.get("properties", {}).items():
+        if prop.get("default", 0) is None and not prop.pop("x-fill-null", False):
+            del prop["default"]
+        if filled is not None and key not in filled:
+            prop.pop("default", None)
+        if prop.get("type") == "object" and prop.get("additionalProperties") is True:
+            del prop["additionalProperties"]
+
+
+def _policy_blocks() -> dict[str, Any]:
+    """One block and one variants block per registered policy (``sagc.controller.registry``)."""
+    out = {}
+    for policy in POLICIES.values():
+        model = BLOCK_MODELS.get(policy.block)
+        block = (model.model_json_schema() if model is not None
+                 else getattr(policy.config, "json_schema", lambda: {"type": "object"})())
+        block = _inline(block, block.pop("$defs", {}))
+        _clean_props(block)
+        block.pop("description", None)
+        out[policy.block] = {
+            "type": "object", "default": {},
+            "description": f"Hyper-parameters of the {policy.name!r} policy ({policy.config.__name__}, which "
+                           f"checks them as a whole).",
+            **{k: v for k, v in block.items() if k != "type"},
+            "additionalProperties": False,
+        }
+        out[policy.variants_block] = {
+            "type": "object", "default": {},
+            "description": f"Named overrides of the {policy.block} block (same keys), used by sizings "
+                           f"{policy.name}-<variant>.",
+            "additionalProperties": {"type": "object"},
+        }
+    if "sagc" in out:
+        out["sagc"]["description"] = ("SAGC hyper-parameters (sagc.SAGCConfig, which checks them as a whole); "
+                                      "fixed-G cells use tau and scope too.")
+        out["sagc_variants"]["description"] = ("Named overrides of the sagc block (same keys, checked by "
+                                               "SAGCConfig), used by sizings sagc-<name>; e.g. fast: "
+                                               "{counterfactual: true, selection: constrained}.")
+    return out
+
+
+def config_schema() -> dict[str, Any]:
+    """The JSON schema (draft 2020-12) of a pipeline config, as Snakemake validates it."""
+    raw = PipelineConfig.model_json_schema()
+    schema = _inline(raw, raw.pop("$defs", {}))
+    props = schema["properties"]
+    for name, prop in props.items():
+        if prop.get("type") == "object" and "properties" in prop:
+            _clean_props(prop, TRAIN_FILLED if name == "train" else None)
+        for sub in (prop.get("additionalProperties"),):
+            if isinstance(sub, dict) and "properties" in sub:
+                _clean_props(sub)
+    props["sizings"]["items"] = {"type": "string", "pattern": sizing_pattern()}
+    policy_blocks = _policy_blocks()
+    ordered = {}
+    for name, prop in props.items():
+        ordered[name] = prop
+        if name == "seeds":
+            ordered.update(policy_blocks)
+    schema["properties"] = ordered
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
+
+
+def schema_text() -> str:
+    return HEADER + yaml.safe_dump(config_schema(), sort_keys=False, width=110, allow_unicode=True,
+                                   default_flow_style=None)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m sagc.pipeline.schema", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 if the schema file is out of date")
+    parser.add_argument("--path", type=Path, default=SCHEMA_FILE)
+    ns = parser.parse_args(argv)
+    text = schema_text()
+    if ns.check:
+        if not ns.path.is_file() or ns.path.read_text() != text:
+            print(f"{ns.path} is out of date: run python -m sagc.pipeline.schema", file=sys.stderr)
+            return 1
+        return 0
+    ns.path.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
