@@ -78,3 +78,15 @@ def test_replay_uses_each_prompts_recorded_groups(tmp_path):
 def test_bad_world_values_name_the_key(kw, key):
     with pytest.raises(ValueError, match=key):
         pw.PromptWorldConfig(**kw)
+
+
+def test_cli_writes_the_comparison(tmp_path, capsys):
+    from sagc.simulate.cli import main
+
+    assert main(["prompt", "--out", str(tmp_path), "--seeds", "2", "--steps", "16", "--prompt-sigma", "0.5"]) == 0
+    table = (tmp_path / "prompt.md").read_text()
+    for p in pw.POLICIES:
+        assert f"| {p.name} |" in table
+    assert "sagc-prompt-fast / sagc-fast" in table
+    assert (tmp_path / "runs.csv").read_text().count("\n") == 1 + 2 * len(pw.POLICIES)
+    assert main(["prompt", "--out", str(tmp_path), "--seeds", "1"]) == 2  # an interval needs two seeds

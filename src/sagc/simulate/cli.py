@@ -138,7 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     prompt.add_argument("--out", required=True, help="folder for runs.csv, prompt.csv and prompt.md")
     prompt.add_argument("--steps", type=int, default=128, help="steps per run (default: 128, 8 epochs of 64 prompts)")
     prompt.add_argument("--seeds", type=int, default=100, help="seeds per world (default: 100)")
-    prompt.add_argument("--prompt-sigma", type=float, nargs="+", default=[0.5], help="sd of prompt log-scales, one world each")
+    prompt.add_argument("--prompt-sigma", type=float, nargs="*", default=[0.5],
+                        help="sd of prompt log-scales, one world each (none: replays only)")
     prompt.add_argument("--tail-coupling", type=float, default=1.0, help="how much long prompts run away more often (default: 1)")
     prompt.add_argument("--long-fraction", type=float, default=0.25, help="share of prompts deferred to long rounds")
     prompt.add_argument("--trace", action="append", default=None,
