@@ -102,3 +102,12 @@ def test_bad_observations_and_states_are_refused():
         PromptLengthPredictor(5).load_state_dict(state)
     with pytest.raises(ValueError, match="'count'"):
         PromptLengthPredictor(4).load_state_dict({**state, "count": [1.0]})
+
+
+def test_identical_lengths_keep_predictions_finite():
+    """A deterministic answer gives a group of equal lengths: zero spread, still finite."""
+    pred = PromptLengthPredictor(3)
+    pred.observe([0, 1], [[21] * 16, [45] * 16])
+    mu, sd = pred.predict()
+    assert np.all(np.isfinite(mu)) and np.all(np.isfinite(sd)) and np.all(sd > 0)
+    assert mu[0] == pytest.approx(np.log(21), abs=0.01) and mu[1] == pytest.approx(np.log(45), abs=0.01)

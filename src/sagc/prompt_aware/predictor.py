@@ -40,6 +40,11 @@ import numpy as np
 
 STATE_VERSION = 1
 
+#: Floor of the pooled within-prompt variance of log-lengths: groups of identical lengths
+#: (a deterministic task's plain answers) would otherwise make it zero and every prompt's
+#: own mean infinitely certain.
+MIN_WITHIN_VAR = 1e-4
+
 
 @dataclass(frozen=True)
 class PredictorConfig:
@@ -170,8 +175,9 @@ class PromptLengthPredictor:
         return self._coef
 
     def within_var(self) -> float:
-        """Pooled within-prompt variance of log-lengths (1.0 before any group of two)."""
-        return self.within[0] / self.within[1] if self.within[1] else 1.0
+        """Pooled within-prompt variance of log-lengths (1.0 before any group of two; at least
+        ``MIN_WITHIN_VAR``)."""
+        return max(self.within[0] / self.within[1], MIN_WITHIN_VAR) if self.within[1] else 1.0
 
     def between_var(self) -> float:
         """Variance of the prompts' true mean log-lengths around the feature model."""
