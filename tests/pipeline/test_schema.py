@@ -26,14 +26,13 @@ def test_check_mode_flags_a_stale_file(tmp_path):
 
 def test_train_and_device_blocks_are_the_trainers_sections():
     props = config_schema()["properties"]
-    assert set(props["train"]["properties"]) == {f.name for f in fields(TrainSection)} - {"seed"}
-    assert set(props["device"]["properties"]) == {f.name for f in fields(DeviceSection)}
+    assert set(props["train"]["properties"]) == set(TrainSection.model_fields) - {"seed"}
+    assert set(props["device"]["properties"]) == set(DeviceSection.model_fields)
     # the schema fills in the trainer's own defaults, and only these train keys
     filled = {k: p["default"] for k, p in props["train"]["properties"].items() if "default" in p}
-    assert filled == {k: (list(v) if isinstance(v, tuple) else v)
-                      for k, v in ((k, getattr(TrainSection, k)) for k in TRAIN_FILLED)}
-    for f in fields(DeviceSection):
-        assert props["device"]["properties"][f.name]["default"] == getattr(DeviceSection, f.name), f.name
+    assert filled == {k: TrainSection.default(k) for k in TRAIN_FILLED}
+    for key in DeviceSection.model_fields:
+        assert props["device"]["properties"][key]["default"] == DeviceSection.default(key), key
 
 
 def test_rollout_budget_alone_is_a_valid_train_block():

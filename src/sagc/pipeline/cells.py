@@ -49,7 +49,7 @@ def train_setting(config: dict[str, Any], key: str) -> Any:
     (``sagc.train.config.TrainSection``, the one place that states it)."""
     from sagc.train.config import TrainSection
 
-    return config["train"].get(key, getattr(TrainSection, key))
+    return config["train"].get(key, TrainSection.default(key))
 
 
 def measure_prompts(config: dict[str, Any]) -> int:

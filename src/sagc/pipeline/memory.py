@@ -243,8 +243,8 @@ def cell_estimate(config: dict[str, Any], model: str, algo: Any, micro_batch: in
         master_weights=device.get("master_weights", "fp32"),
         reference_model=algo.beta > 0,
         micro_batch=micro_batch,
-        tokens_per_row=(train.get("max_prompt_length", TrainSection.max_prompt_length)
-                        + train.get("max_completion_length", TrainSection.max_completion_length)),
+        tokens_per_row=(train.get("max_prompt_length", TrainSection.default("max_prompt_length"))
+                        + train.get("max_completion_length", TrainSection.default("max_completion_length"))),
         vllm_fraction=device.get("vllm_gpu_memory_utilization", 0.3),
         card_gib=card,
         gradient_checkpointing=device.get("gradient_checkpointing", False),

@@ -32,7 +32,7 @@ import argparse
 import copy
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Literal, Optional, Union
+from typing import Any, Literal, Optional, Union
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
@@ -40,25 +40,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from sagc.aggregate.grid import TIME_UNITS
 from sagc.aggregate.grid import Grid as AggregateDefaults
 from sagc.controller import POLICIES, sizing_pattern
-from sagc.train.config import (
-    ALGORITHMS,
-    IS_MODES,
-    LR_SCHEDULERS,
-    MASTER_WEIGHTS,
-    VLLM_MODES,
-    WANDB_MODES,
-    DeviceSection,
-    TrainSection,
-    WandbSection,
-)
+from sagc.train.config import ALGORITHMS, WANDB_MODES, DeviceSection, PositiveInt, TrainSection, WandbSection
 
 SCHEMA_FILE = Path("workflow/schemas/config.schema.yaml")
 HEADER = "# Generated from sagc.pipeline.schema (python -m sagc.pipeline.schema): do not edit by hand.\n"
-
-
-def _trainer_default(section: type, key: str) -> Any:
-    value = getattr(section, key)
-    return list(value) if isinstance(value, tuple) else value
 
 
 class _Block(BaseModel):
@@ -133,44 +118,25 @@ class HubBlock(_Block):
                                             json_schema_extra=FILL_NULL)
 
 
-class TrainBlock(_Block):
-    """``sagc.train.config.TrainSection``'s keys but ``seed`` (per cell, from the grid)."""
+class TrainBlock(TrainSection):
+    """The trainer's ``train`` section (``sagc.train.config.TrainSection``) as a pipeline config
+    states it: ``steps`` is required, ``seed`` comes per cell from the grid (dropped from the
+    schema), and ``gradient_accumulation_steps`` may also be "auto"."""
 
-    steps: int = Field(..., ge=1)
-    prompts_per_step: Optional[int] = Field(
-        None, ge=1, description="fixed prompts per step (the paper's setting); exactly one of it and rollout_budget")
-    rollout_budget: Optional[int] = Field(
-        _trainer_default(TrainSection, "rollout_budget"), ge=1, json_schema_extra=FILL_NULL,
-        description="fixed rollouts per step instead of fixed prompts (prompts = budget / G)")
-    max_prompt_length: int = Field(None, ge=1)
-    max_completion_length: int = Field(None, ge=1)
-    temperature: float = Field(None, gt=0)
-    top_p: float = Field(None, gt=0, le=1)
-    learning_rate: float = Field(None, gt=0)
-    save_steps: int = Field(None, ge=1)
-    torch_threads: Optional[int] = Field(None, ge=1, description="torch threads of a train job; null = torch's own choice")
-    gradient_accumulation_steps: Union[Annotated[int, Field(ge=1)], Literal["auto"]] = Field(
-        _trainer_default(TrainSection, "gradient_accumulation_steps"),
-        description=(
-            "Micro-batches per optimizer update. A step's P x G rollouts are split into minibatches x "
-            "gradient_accumulation_steps micro-batches of which TRL runs the loss pass one at a time "
-            "(per_device_train_batch_size = the largest micro-batch). \"auto\": the largest micro-batch that "
-            "fits device.gpu_memory_gib by the estimate of sagc.pipeline.memory, per cell. vLLM still "
-            "generates the whole step at once (max_num_seqs = P x G_max whatever the split)."))
-    lr_scheduler_type: Literal[LR_SCHEDULERS] = None  # type: ignore[valid-type]
-    max_grad_norm: float = Field(None, ge=0)
-    save_total_limit: int = Field(None, ge=1)
-    shuffle: bool = None
-    generation_kwargs: dict = Field(None, description="extra transformers GenerationConfig keys of the rollouts")
-    stop: list[str] = Field(
-        _trainer_default(TrainSection, "stop"), json_schema_extra={"items": {"type": "string", "minLength": 1}},
-        description=(
-            "Stop strings of the training generations (as the evaluation tasks' `until`): a completion is "
-            "cut before the first one and ended with EOS, so it counts as finished."))
+    steps: PositiveInt
+    gradient_accumulation_steps: Union[PositiveInt, Literal["auto"]] = Field(
+        TrainSection.default("gradient_accumulation_steps"),
+        description=TrainSection.model_fields["gradient_accumulation_steps"].description + (
+            " \"auto\": the largest micro-batch that fits device.gpu_memory_gib by the estimate of "
+            "sagc.pipeline.memory, per cell. vLLM still generates the whole step at once (max_num_seqs = "
+            "P x G_max whatever the split)."))
 
 
 #: The train keys whose default the schema fills in (the rest stay absent: the trainer's).
 TRAIN_FILLED = ("rollout_budget", "gradient_accumulation_steps", "stop")
+#: The blocks whose filled-in defaults are a fixed list of keys (every other block: each key
+#: with a non-null default, or marked ``FILL_NULL``): all of the trainer's device keys.
+FILLED = {"train": TRAIN_FILLED, "device": tuple(DeviceSection.model_fields)}
 
 
 class EvaluateBlock(_Block):
@@ -189,9 +155,9 @@ class EvaluateBlock(_Block):
 
 
 class WandbBlock(_Block):
-    mode: Literal[WANDB_MODES] = WandbSection.mode  # type: ignore[valid-type]
-    project: str = WandbSection.project
-    entity: Optional[str] = Field(WandbSection.entity, json_schema_extra=FILL_NULL)
+    mode: Literal[WANDB_MODES] = WandbSection.default("mode")  # type: ignore[valid-type]
+    project: str = WandbSection.default("project")
+    entity: Optional[str] = Field(WandbSection.default("entity"), json_schema_extra=FILL_NULL)
     source: Literal["offline", "online"] = Field(
         "offline", description="where the aggregation reads the runs: the cells' run files or the W&B API")
 
@@ -207,40 +173,6 @@ class SimulateBlock(_Block):
     config: Optional[str] = Field(
         None, description="a simulator config (sagc.simulate); null = the packaged paper_calibrated.yaml",
         json_schema_extra=FILL_NULL)
-
-
-class DeviceBlock(_Block):
-    """``sagc.train.config.DeviceSection``'s keys, with its defaults."""
-
-    use_cpu: bool = DeviceSection.use_cpu
-    bf16: bool = DeviceSection.bf16
-    gradient_checkpointing: bool = DeviceSection.gradient_checkpointing
-    use_vllm: bool = DeviceSection.use_vllm
-    vllm_mode: Literal[VLLM_MODES] = DeviceSection.vllm_mode  # type: ignore[valid-type]
-    vllm_gpu_memory_utilization: float = Field(DeviceSection.vllm_gpu_memory_utilization, gt=0, le=1)
-    vllm_tensor_parallel_size: int = Field(DeviceSection.vllm_tensor_parallel_size, ge=1)
-    master_weights: Literal[MASTER_WEIGHTS] = Field(  # type: ignore[valid-type]
-        DeviceSection.master_weights,
-        description=(
-            "How the optimizer keeps the weights when bf16 is on. fp32: fp32 master weights with bf16 "
-            "autocast (the model is loaded in fp32). bf16_kahan: bf16 weights with an AdamW that carries "
-            "the rounding error in a compensation buffer (sagc.train.precision), for cards where fp32 "
-            "masters do not fit. Plain bf16 weights are not offered: at lr 1e-6 an update is below half a "
-            "bf16 ulp of most weights and rounds away."))
-    gpu_memory_gib: Optional[float] = Field(
-        DeviceSection.gpu_memory_gib, gt=0, json_schema_extra=FILL_NULL,
-        description=(
-            "Memory of the card the jobs run on (GiB, as the driver reports it: ~79 for an 80 GB card, "
-            "~139 for a 141 GB H200). When set, every cell must fit it by the estimate of "
-            "sagc.pipeline.memory, and train.gradient_accumulation_steps=auto sizes micro-batches."))
-    vllm_importance_sampling_mode: Literal[IS_MODES] = Field(  # type: ignore[valid-type]
-        DeviceSection.vllm_importance_sampling_mode,
-        description=(
-            "TRL's correction for the vLLM/trainer probability mismatch. token_truncate (the default here, "
-            "TRL's is sequence_mask) clips each token's ratio at vllm_importance_sampling_clip_max; a "
-            "sequence-level ratio is a product over the completion's tokens, so with 4k-token completions "
-            "*_mask modes drop long rows preferentially, exactly the stragglers the grid studies."))
-    vllm_importance_sampling_clip_max: float = Field(DeviceSection.vllm_importance_sampling_clip_max, gt=0)
 
 
 class RuleResources(_Block):
@@ -291,7 +223,7 @@ class PipelineConfig(_Block):
     wandb: WandbBlock = {}
     aggregate: AggregateBlock = {}
     simulate: SimulateBlock = {}
-    device: DeviceBlock = {}
+    device: DeviceSection = {}
     resources: dict[str, RuleResources] = Field({}, description=(
         "Per-rule cluster resources: rule name -> {gpu, mem_mb, runtime, cpus_per_task, slurm_partition, ...}"))
 
@@ -331,12 +263,14 @@ def _inline(node: Any, defs: dict) -> Any:
 
 def _clean_props(schema: dict, filled: tuple[str, ...] | None = None) -> None:
     """Keys declared with ``None`` carry no default (absent stays absent), and only keys with
-    a real default keep it; in ``train`` only ``filled`` keys keep theirs."""
+    a real default keep it; with ``filled``, exactly those keys keep theirs (null included)."""
     for key, prop in schema.get("properties", {}).items():
-        if prop.get("default", 0) is None and not prop.pop("x-fill-null", False):
+        fill_null = prop.pop("x-fill-null", False)
+        if filled is not None:
+            if key not in filled:
+                prop.pop("default", None)
+        elif prop.get("default", 0) is None and not fill_null:
             del prop["default"]
-        if filled is not None and key not in filled:
-            prop.pop("default", None)
         if prop.get("type") == "object" and prop.get("additionalProperties") is True:
             del prop["additionalProperties"]
 
@@ -380,10 +314,11 @@ def config_schema() -> dict[str, Any]:
     props = schema["properties"]
     for name, prop in props.items():
         if prop.get("type") == "object" and "properties" in prop:
-            _clean_props(prop, TRAIN_FILLED if name == "train" else None)
+            _clean_props(prop, FILLED.get(name))
         for sub in (prop.get("additionalProperties"),):
             if isinstance(sub, dict) and "properties" in sub:
                 _clean_props(sub)
+    del props["train"]["properties"]["seed"]  # per cell, from the grid
     props["sizings"]["items"] = {"type": "string", "pattern": sizing_pattern()}
     policy_blocks = _policy_blocks()
     ordered = {}

@@ -1,10 +1,11 @@
 """Schema of one training cell: what ``python -m sagc.train --config CELL.json`` accepts.
 
 The pipeline writes one JSON (or YAML) file per grid cell; ``TrainConfig.from_dict`` turns
-it into frozen dataclasses and rejects anything wrong *before* a model or TRL is imported,
-with a ``ValueError`` that names the dotted key (``train.prompts_per_step must be a positive
-integer, got 0``). Unknown keys are rejected by name, so a typo never silently falls back to
-a default.
+it into frozen, typed pydantic models and rejects anything wrong *before* a model or TRL is
+imported, with a ``ValueError`` that names the dotted key (``train.prompts_per_step must be
+a positive integer, got 0``). Unknown keys are rejected by name, so a typo never silently
+falls back to a default. The models are also the single statement of each key's type, range
+and default: the pipeline's JSON schema (``sagc.pipeline.schema``) is generated from them.
 
 Keys beyond the pipeline's shape (all optional, defaults below):
 
@@ -24,18 +25,18 @@ Keys beyond the pipeline's shape (all optional, defaults below):
   ``sagc.controller.SAGCConfig`` keys; ``seed`` is ``train.seed``); the registry
   ``sagc.controller.registry`` maps the sizing name to its policy and block.
 
-This module imports only the standard library and ``sagc.controller`` so that validation is
-instant and runs before the heavy imports.
+This module imports only the standard library, pydantic and ``sagc.controller`` so that
+validation is instant and runs before the heavy imports.
 """
 
-from __future__ import annotations
-
 import json
-import math
 import re
-from dataclasses import asdict, dataclass, field, fields, replace
+import typing
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Annotated, Any, ClassVar, Literal, Mapping, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, WrapValidator, field_validator, model_validator
+from pydantic.fields import FieldInfo
 
 from sagc.controller import Sizing, parse_sizing
 from sagc.vllm_support import require_vllm, vllm_installed  # noqa: F401 (the trainer's and tests' import path)
@@ -49,262 +50,265 @@ MASTER_WEIGHTS = ("fp32", "bf16_kahan")
 #: TRL's ``vllm_importance_sampling_mode`` values.
 IS_MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
 LR_SCHEDULERS = ("constant", "linear", "cosine", "constant_with_warmup")
+LOSS_TYPES = ("grpo", "dapo", "bnpo", "dr_grpo")
+SCALE_REWARDS = ("group", "batch", "none")
 
 
-# -- small validators: every message names the dotted key --------------------------------
+# -- value types: each states its check once, with the words an error message uses ---------------
 
 
-def _fail(key: str, what: str, value: Any) -> ValueError:
-    return ValueError(f"{key} must be {what}, got {value!r}")
+class Expect(str):
+    """Annotation metadata: what a value must be, as an error message says it
+    (``train.steps must be a positive integer, got 0``)."""
 
 
-def _pos_int(key: str, v: Any, allow_none: bool = False) -> int | None:
-    if v is None and allow_none:
+def _keep_int(value: Any, handler: Any) -> Any:
+    """A number key keeps an integer as given (``139``, not ``139.0``): the cell's config
+    fingerprint is its JSON, which must not change with the way it is checked."""
+    out = handler(value)
+    return value if type(value) is int else out
+
+
+def Number(**bounds: float) -> Any:  # noqa: N802 - used as a type
+    """A finite int or float (not a bool, not a numeric string) within ``bounds`` (gt/ge/le)."""
+    return Annotated[float, Field(strict=True, allow_inf_nan=False, **bounds), WrapValidator(_keep_int)]
+
+
+def OneOf(values: tuple[str, ...]) -> Any:  # noqa: N802 - used as a type
+    return Annotated[Literal[values], Expect(f"one of {list(values)}")]
+
+
+PositiveInt = Annotated[int, Field(strict=True, ge=1), Expect("a positive integer")]
+NonNegativeInt = Annotated[int, Field(strict=True, ge=0), Expect("a non-negative integer")]
+Integer = Annotated[int, Field(strict=True), Expect("an integer")]
+Flag = Annotated[bool, Field(strict=True), Expect("true or false")]
+Text = Annotated[str, Field(strict=True, min_length=1), Expect("a non-empty string")]
+
+
+# -- pydantic's errors as one clear message --------------------------------------------------------
+
+#: What a value must be, by pydantic error type, for keys whose type carries no ``Expect``.
+_WORDS = {"float_type": "a finite number", "finite_number": "a finite number", "int_type": "an integer",
+          "bool_type": "true or false", "string_type": "a string", "model_type": "a mapping",
+          "model_attributes_type": "a mapping", "dict_type": "a mapping", "tuple_type": "a list",
+          "list_type": "a list"}
+_BOUNDS = {"greater_than": ("gt", ">"), "greater_than_equal": ("ge", ">="), "less_than": ("lt", "<"),
+           "less_than_equal": ("le", "<=")}
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+
+
+def _field_at(model: type[BaseModel] | None, loc: tuple) -> tuple[FieldInfo | None, int]:
+    """The innermost field ``loc`` names, and how many parts of ``loc`` lead to it."""
+    info, depth = None, 0
+    while depth < len(loc) and model is not None and loc[depth] in model.model_fields:
+        info = model.model_fields[loc[depth]]
+        model, depth = _model_in(info.annotation), depth + 1
+    return info, depth
+
+
+def _expectation(info: FieldInfo) -> str | None:
+    def find(items: Any) -> str | None:
+        for item in items:
+            if isinstance(item, Expect):
+                return str(item)
+            if (found := find(typing.get_args(item))) is not None:
+                return found
         return None
-    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-        raise _fail(key, "a positive integer", v)  # the pipeline's contract wording
-    return v
+
+    return find(info.metadata) or find(typing.get_args(info.annotation))
 
 
-def _nonneg_int(key: str, v: Any) -> int:
-    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-        raise _fail(key, "a non-negative integer", v)
-    return v
+def _dotted(loc: tuple) -> str:
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")
 
 
-def _int(key: str, v: Any) -> int:
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise _fail(key, "an integer", v)
-    return v
+def describe(err: ValidationError, model: type[BaseModel], prefix: tuple = ()) -> str:
+    """``err`` as one message, a clause per problem naming the dotted key, the value and what
+    was expected (pydantic's own text also lists input types and documentation links)."""
+    clauses: list[str] = []
+    unknown: dict[tuple, list[str]] = {}
+    for e in err.errors(include_url=False):
+        loc, kind = tuple(e["loc"]), e["type"]
+        if kind == "extra_forbidden":
+            unknown.setdefault(loc[:-1], []).append(str(loc[-1]))
+            continue
+        if kind in ("value_error", "assertion_error"):
+            clauses.append(str(e["ctx"]["error"]))  # the validator's own message names its keys
+            continue
+        if kind == "missing":
+            clauses.append(f"{_dotted(prefix + loc)} is required")
+            continue
+        info, depth = _field_at(model, loc)
+        words = _expectation(info) if info is not None and all(isinstance(p, int) for p in loc[depth:]) else None
+        if words is not None:
+            loc = loc[:depth]  # "train.stop must be a list of ..." rather than "train.stop[0] ..."
+        elif kind in _BOUNDS:
+            name, sign = _BOUNDS[kind]
+            words = f"{sign} {e['ctx'][name]}"
+        else:
+            words = _WORDS.get(kind)
+        key = _dotted(prefix + loc)
+        clauses.append(f"{key} must be {words}, got {e['input']!r}" if words else f"{key}: {e['msg']}")
+    for parent, keys in unknown.items():
+        owner = _model_in(_field_at(model, parent)[0].annotation) if parent else model
+        allowed = f" (allowed: {sorted(owner.model_fields)})" if owner is not None else ""
+        where = _dotted(prefix + parent)
+        if where:
+            clauses.append(f"unknown key(s) in {where}: {', '.join(f'{where}.{k}' for k in keys)}{allowed}")
+        else:
+            clauses.append(f"unknown top-level key(s): {', '.join(keys)}{allowed}")
+    return "; ".join(dict.fromkeys(clauses))
 
 
-def _number(key: str, v: Any, lo: float | None = None, hi: float | None = None,
-            lo_open: bool = False, allow_none: bool = False) -> float | None:
-    if v is None and allow_none:
-        return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        raise _fail(key, "a finite number" + (" or null" if allow_none else ""), v)
-    if lo is not None and (v <= lo if lo_open else v < lo):
-        raise _fail(key, f"{'>' if lo_open else '>='} {lo}", v)
-    if hi is not None and v > hi:
-        raise _fail(key, f"<= {hi}", v)
-    return float(v)
+class _Section(BaseModel):
+    """A frozen, typed block of a cell config that refuses unknown keys."""
 
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    #: The block's key in a cell config: the prefix of its keys in error messages.
+    section_key: ClassVar[str] = ""
 
-def _bool(key: str, v: Any, allow_none: bool = False) -> bool | None:
-    if v is None and allow_none:
-        return None
-    if not isinstance(v, bool):
-        raise _fail(key, "true or false" + (" or null" if allow_none else ""), v)
-    return v
+    @classmethod
+    def from_dict(cls, d: Any):
+        """The block from its cell-file mapping (``None``: every default); bad input raises a
+        ``ValueError`` naming the dotted key."""
+        try:
+            return cls.model_validate({} if d is None else d)
+        except ValidationError as err:
+            raise ValueError(describe(err, cls, (cls.section_key,) if cls.section_key else ())) from None
 
-
-def _str(key: str, v: Any, allow_none: bool = False, choices: tuple[str, ...] | None = None) -> str | None:
-    if v is None and allow_none:
-        return None
-    if not isinstance(v, str) or not v:
-        raise _fail(key, "a non-empty string" + (" or null" if allow_none else ""), v)
-    if choices is not None and v not in choices:
-        raise _fail(key, f"one of {list(choices)}", v)
-    return v
-
-
-def _section(d: Any, key: str, cls: type) -> dict:
-    """Check that ``d`` is a mapping holding only ``cls``'s fields."""
-    if d is None:
-        d = {}
-    if not isinstance(d, Mapping):
-        raise _fail(key, "a mapping", d)
-    allowed = {f.name for f in fields(cls)}
-    unknown = sorted(set(d) - allowed)
-    if unknown:
-        raise ValueError(f"unknown key(s) in {key}: {', '.join(f'{key}.{k}' for k in unknown)} "
-                         f"(allowed: {sorted(allowed)})")
-    return dict(d)
+    @classmethod
+    def default(cls, key: str) -> Any:
+        """The default of ``key`` (a tuple default as the list a config file writes)."""
+        value = cls.model_fields[key].get_default(call_default_factory=True)
+        return list(value) if isinstance(value, tuple) else value
 
 
 # -- sections -----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class CellSection:
+class CellSection(_Section):
     """Identity of the grid cell (logged as the W&B run config; the aggregation groups by it)."""
 
-    id: str
-    config_name: str = "default"
-    model: str = "model"
-    algorithm: str = "grpo"
-    sizing: str = "sagc"
-    seed: int = 0
-
-    @classmethod
-    def from_dict(cls, d: Any) -> "CellSection":
-        d = _section(d, "cell", cls)
-        if "id" not in d:
-            raise ValueError("cell.id is required (e.g. 'tiny-qwen2/grpo/sagc/seed0')")
-        out = cls(**d)
-        for k in ("id", "config_name", "model", "algorithm", "sizing"):
-            _str(f"cell.{k}", getattr(out, k))
-        _int("cell.seed", out.seed)
-        return out
+    section_key: ClassVar[str] = "cell"
+    id: Text = Field(description="the cell's id, e.g. 'tiny-qwen2/grpo/sagc/seed0'")
+    config_name: Text = "default"
+    model: Text = "model"
+    algorithm: Text = "grpo"
+    sizing: Text = "sagc"
+    seed: Integer = 0
 
 
-@dataclass(frozen=True)
-class ModelSection:
-    path: str
-    tokenizer: str | None = None
-    trust_remote_code: bool = False
-    revision: str | None = None  # a pinned hub revision (hub ids only)
-
-    @classmethod
-    def from_dict(cls, d: Any) -> "ModelSection":
-        d = _section(d, "model", cls)
-        if "path" not in d:
-            raise ValueError("model.path is required (a local model folder or a hub id)")
-        out = cls(**d)
-        _str("model.path", out.path)
-        _str("model.tokenizer", out.tokenizer, allow_none=True)
-        _bool("model.trust_remote_code", out.trust_remote_code)
-        _str("model.revision", out.revision, allow_none=True)
-        return out
+class ModelSection(_Section):
+    section_key: ClassVar[str] = "model"
+    path: Text = Field(description="a local model folder or a hub id")
+    tokenizer: Optional[Text] = None
+    trust_remote_code: Flag = False
+    revision: Optional[Text] = Field(None, description="a pinned hub revision (hub ids only)")
 
 
-@dataclass(frozen=True)
-class DataSection:
+class DataSection(_Section):
     """``train``: a JSONL file with a ``prompt`` column (plain string) and the columns the
     reward functions read (``answer`` for ``correctness``)."""
 
-    train: str
-    prompt_column: str = "prompt"
-
-    @classmethod
-    def from_dict(cls, d: Any) -> "DataSection":
-        d = _section(d, "data", cls)
-        if "train" not in d:
-            raise ValueError("data.train is required (path of the training JSONL)")
-        out = cls(**d)
-        _str("data.train", out.train)
-        _str("data.prompt_column", out.prompt_column)
-        return out
+    section_key: ClassVar[str] = "data"
+    train: Text = Field(description="path of the training JSONL")
+    prompt_column: Text = "prompt"
 
 
-@dataclass(frozen=True)
-class TrainSection:
+class TrainSection(_Section):
     """``prompts_per_step`` (P, fixed: the paper's default) or ``rollout_budget`` (B rollouts
     per step, P = B / G): exactly one is set; a budget alone turns the default P off."""
 
-    steps: int = 30
-    prompts_per_step: int | None = 4
-    rollout_budget: int | None = None
-    max_prompt_length: int = 96
-    max_completion_length: int = 160
-    temperature: float = 1.0
-    top_p: float = 1.0
-    learning_rate: float = 5e-5
-    save_steps: int = 10
-    seed: int = 1234567
-    torch_threads: int | None = 1
-    gradient_accumulation_steps: int = 1
-    lr_scheduler_type: str = "constant"
-    max_grad_norm: float = 1.0
-    save_total_limit: int = 2
-    shuffle: bool = True
-    generation_kwargs: dict = field(default_factory=dict)
-    stop: tuple = ()
+    section_key: ClassVar[str] = "train"
+    steps: PositiveInt = 30
+    prompts_per_step: Optional[PositiveInt] = Field(
+        4, description="fixed prompts per step (the paper's setting); exactly one of it and rollout_budget")
+    rollout_budget: Optional[PositiveInt] = Field(
+        None, description="fixed rollouts per step instead of fixed prompts (prompts = budget / G)")
+    max_prompt_length: PositiveInt = 96
+    max_completion_length: PositiveInt = 160
+    temperature: Number(gt=0.0) = 1.0
+    top_p: Number(gt=0.0, le=1.0) = 1.0
+    learning_rate: Number(gt=0.0) = 5e-5
+    save_steps: PositiveInt = 10
+    seed: NonNegativeInt = 1234567
+    torch_threads: Optional[PositiveInt] = Field(
+        1, description="torch threads of a train job; null = torch's own choice")
+    gradient_accumulation_steps: PositiveInt = Field(1, description=(
+        "Micro-batches per optimizer update. A step's P x G rollouts are split into minibatches x "
+        "gradient_accumulation_steps micro-batches of which TRL runs the loss pass one at a time "
+        "(per_device_train_batch_size = the largest micro-batch)."))
+    lr_scheduler_type: OneOf(LR_SCHEDULERS) = "constant"
+    max_grad_norm: Number(ge=0.0) = 1.0
+    save_total_limit: PositiveInt = 2
+    shuffle: Flag = True
+    generation_kwargs: Annotated[dict[str, Any], Expect("a mapping of transformers GenerationConfig keys")] = Field(
+        default_factory=dict, description="extra transformers GenerationConfig keys of the rollouts")
+    stop: Annotated[tuple[Text, ...], Expect("a list of non-empty stop strings")] = Field((), description=(
+        "Stop strings of the training generations (as the evaluation tasks' `until`): a completion is "
+        "cut before the first one and ended with EOS, so it counts as finished."))
 
+    @model_validator(mode="before")
     @classmethod
-    def from_dict(cls, d: Any) -> "TrainSection":
-        d = _section(d, "train", cls)
-        if d.get("rollout_budget") is not None and "prompts_per_step" not in d:
-            d["prompts_per_step"] = None  # the default P only applies without a budget
-        out = cls(**d)
-        _pos_int("train.steps", out.steps)
-        _pos_int("train.prompts_per_step", out.prompts_per_step, allow_none=True)
-        _pos_int("train.rollout_budget", out.rollout_budget, allow_none=True)
-        if (out.prompts_per_step is None) == (out.rollout_budget is None):
+    def _budget_turns_default_p_off(cls, d: Any) -> Any:
+        if isinstance(d, Mapping) and d.get("rollout_budget") is not None and "prompts_per_step" not in d:
+            return {**d, "prompts_per_step": None}
+        return d
+
+    @model_validator(mode="after")
+    def _check_step_size_and_stop(self) -> "TrainSection":
+        if (self.prompts_per_step is None) == (self.rollout_budget is None):
             raise ValueError(
                 "exactly one of train.prompts_per_step (fixed prompts per step, the paper's "
                 "default) and train.rollout_budget (fixed rollouts per step) must be set, got "
-                f"prompts_per_step={out.prompts_per_step!r}, rollout_budget={out.rollout_budget!r}"
+                f"prompts_per_step={self.prompts_per_step!r}, rollout_budget={self.rollout_budget!r}"
             )
-        _pos_int("train.max_prompt_length", out.max_prompt_length)
-        _pos_int("train.max_completion_length", out.max_completion_length)
-        _number("train.temperature", out.temperature, lo=0.0, lo_open=True)
-        _number("train.top_p", out.top_p, lo=0.0, hi=1.0, lo_open=True)
-        _number("train.learning_rate", out.learning_rate, lo=0.0, lo_open=True)
-        _pos_int("train.save_steps", out.save_steps)
-        _nonneg_int("train.seed", out.seed)
-        _pos_int("train.torch_threads", out.torch_threads, allow_none=True)
-        _pos_int("train.gradient_accumulation_steps", out.gradient_accumulation_steps)
-        _str("train.lr_scheduler_type", out.lr_scheduler_type, choices=LR_SCHEDULERS)
-        _number("train.max_grad_norm", out.max_grad_norm, lo=0.0)
-        _pos_int("train.save_total_limit", out.save_total_limit)
-        _bool("train.shuffle", out.shuffle)
-        if not isinstance(out.generation_kwargs, Mapping) or not all(isinstance(k, str) for k in out.generation_kwargs):
-            raise _fail("train.generation_kwargs", "a mapping of transformers GenerationConfig keys", out.generation_kwargs)
-        if not isinstance(out.stop, (list, tuple)) or not all(isinstance(x, str) and x for x in out.stop):
-            raise _fail("train.stop", "a list of non-empty stop strings", out.stop)
-        if "stop" in out.generation_kwargs or "stop_strings" in out.generation_kwargs:
+        if "stop" in self.generation_kwargs or "stop_strings" in self.generation_kwargs:
             raise ValueError("train.generation_kwargs must not set stop/stop_strings: use train.stop")
-        return replace(out, stop=tuple(out.stop))
+        return self
 
 
-@dataclass(frozen=True)
-class AlgorithmSection:
+class AlgorithmSection(_Section):
     """Preset name plus overrides; ``None`` means "the preset's value" (see presets.py)."""
 
-    name: str = "grpo"
-    loss_type: str | None = None
-    beta: float | None = None
-    epsilon: float | None = None
-    epsilon_high: float | None = None
-    scale_rewards: str | None = None
-    num_iterations: int | None = None
-    minibatches: int | None = None
-    mask_truncated_completions: bool | None = None
-    dynamic_sampling: bool | None = None
-    ds_max_rounds: int | None = None
-    overlong_buffer: int | None = None
-    overlong_weight: float | None = None
-
-    @classmethod
-    def from_dict(cls, d: Any) -> "AlgorithmSection":
-        out = cls(**_section(d, "algorithm", cls))
-        _str("algorithm.name", out.name, choices=ALGORITHMS)
-        _str("algorithm.loss_type", out.loss_type, allow_none=True,
-             choices=("grpo", "dapo", "bnpo", "dr_grpo"))
-        _number("algorithm.beta", out.beta, lo=0.0, allow_none=True)
-        _number("algorithm.epsilon", out.epsilon, lo=0.0, hi=1.0, lo_open=True, allow_none=True)
-        _number("algorithm.epsilon_high", out.epsilon_high, lo=0.0, lo_open=True, allow_none=True)
-        _str("algorithm.scale_rewards", out.scale_rewards, allow_none=True, choices=("group", "batch", "none"))
-        _pos_int("algorithm.num_iterations", out.num_iterations, allow_none=True)
-        _pos_int("algorithm.minibatches", out.minibatches, allow_none=True)
-        _bool("algorithm.mask_truncated_completions", out.mask_truncated_completions, allow_none=True)
-        _bool("algorithm.dynamic_sampling", out.dynamic_sampling, allow_none=True)
-        if out.ds_max_rounds is not None:
-            _nonneg_int("algorithm.ds_max_rounds", out.ds_max_rounds)
-        if out.overlong_buffer is not None:
-            _nonneg_int("algorithm.overlong_buffer", out.overlong_buffer)
-        _number("algorithm.overlong_weight", out.overlong_weight, lo=0.0, allow_none=True)
-        return out
+    section_key: ClassVar[str] = "algorithm"
+    name: OneOf(ALGORITHMS) = "grpo"
+    loss_type: Optional[OneOf(LOSS_TYPES)] = None
+    beta: Optional[Number(ge=0.0)] = None
+    epsilon: Optional[Number(gt=0.0, le=1.0)] = None
+    epsilon_high: Optional[Number(gt=0.0)] = None
+    scale_rewards: Optional[OneOf(SCALE_REWARDS)] = None
+    num_iterations: Optional[PositiveInt] = None
+    minibatches: Optional[PositiveInt] = None
+    mask_truncated_completions: Optional[Flag] = None
+    dynamic_sampling: Optional[Flag] = None
+    ds_max_rounds: Optional[NonNegativeInt] = None
+    overlong_buffer: Optional[NonNegativeInt] = None
+    overlong_weight: Optional[Number(ge=0.0)] = None
 
 
-@dataclass(frozen=True)
-class SizingSection:
+class SizingSection(_Section):
     """The cell's group-size policy: its sizing name and the config block that policy
     reads, under the block's own key (``sizing.sagc`` for SAGC and fixed G; the registry
-    ``sagc.controller.registry`` says which). ``params`` is that block."""
+    ``sagc.controller.registry`` says which). ``params`` is that block, checked as a whole
+    by the policy's own config class."""
 
+    section_key: ClassVar[str] = "sizing"
     name: str = "sagc"
-    params: dict = field(default_factory=dict)
+    params: dict = Field(default_factory=dict)
 
+    @model_validator(mode="before")
     @classmethod
-    def from_dict(cls, d: Any) -> "SizingSection":
-        if d is None:
-            d = {}
+    def _from_cell_form(cls, d: Any) -> Any:
+        """``{"name": ..., "<block>": {...}}`` (the cell-file form) -> ``name`` and ``params``."""
         if not isinstance(d, Mapping):
-            raise _fail("sizing", "a mapping", d)
-        name = _str("sizing.name", d.get("name", cls.name))
+            raise ValueError(f"sizing must be a mapping, got {d!r}")
+        if "params" in d and set(d) <= {"name", "params"}:
+            return d  # already in field form (a copy of a validated section)
+        name = d.get("name", "sagc")
         sizing = parse_sizing(name, key="sizing.name")
         block = sizing.block
         unknown = sorted(set(d) - {"name", block})
@@ -313,14 +317,15 @@ class SizingSection:
                              f"(allowed: {sorted({'name', block})})")
         params = d.get(block, {})
         if not isinstance(params, Mapping):
-            raise _fail(f"sizing.{block}", f"a mapping of {sizing.config_class.__name__} keys", params)
+            raise ValueError(f"sizing.{block} must be a mapping of {sizing.config_class.__name__} keys, "
+                             f"got {params!r}")
         if "seed" in params:
             raise ValueError(f"sizing.{block}.seed is not allowed: the controller is seeded with train.seed")
         try:
             sizing.config(params)
         except (ValueError, TypeError) as e:
             raise ValueError(f"sizing.{block} is invalid: {e}") from None
-        return cls(name=name, params=dict(params))
+        return {"name": name, "params": dict(params)}
 
     @property
     def parsed(self) -> Sizing:
@@ -343,59 +348,53 @@ class SizingSection:
         return {"name": self.name, self.parsed.block: dict(self.params)}
 
 
-@dataclass(frozen=True)
-class WandbSection:
-    mode: str = "offline"
-    project: str = "sagc-repro"
-    entity: str | None = None
-    group: str | None = None
-    name: str | None = None
-    dir: str | None = None
-
-    @classmethod
-    def from_dict(cls, d: Any) -> "WandbSection":
-        out = cls(**_section(d, "wandb", cls))
-        _str("wandb.mode", out.mode, choices=WANDB_MODES)
-        _str("wandb.project", out.project)
-        for k in ("entity", "group", "name", "dir"):
-            _str(f"wandb.{k}", getattr(out, k), allow_none=True)
-        return out
+class WandbSection(_Section):
+    section_key: ClassVar[str] = "wandb"
+    mode: OneOf(WANDB_MODES) = "offline"
+    project: Text = "sagc-repro"
+    entity: Optional[Text] = None
+    group: Optional[Text] = None
+    name: Optional[Text] = None
+    dir: Optional[Text] = None
 
 
-@dataclass(frozen=True)
-class DeviceSection:
-    use_cpu: bool = True
-    bf16: bool = False
-    gradient_checkpointing: bool = False
-    use_vllm: bool = False
-    vllm_mode: str = "colocate"
-    vllm_gpu_memory_utilization: float = 0.3
-    vllm_tensor_parallel_size: int = 1
-    master_weights: str = "fp32"
-    gpu_memory_gib: float | None = None
-    vllm_importance_sampling_mode: str = "token_truncate"
-    vllm_importance_sampling_clip_max: float = 3.0
+class DeviceSection(_Section):
+    """Where and in which precision a cell trains. ``bf16`` on CPU is allowed (torch
+    autocasts to bf16 on CPU too; slow, for checks)."""
 
-    @classmethod
-    def from_dict(cls, d: Any) -> "DeviceSection":
-        """``bf16`` on CPU is allowed (torch autocasts to bf16 on CPU too; slow, for checks)."""
-        out = cls(**_section(d, "device", cls))
-        for k in ("use_cpu", "bf16", "gradient_checkpointing", "use_vllm"):
-            _bool(f"device.{k}", getattr(out, k))
-        _str("device.vllm_mode", out.vllm_mode, choices=VLLM_MODES)
-        _number("device.vllm_gpu_memory_utilization", out.vllm_gpu_memory_utilization, lo=0.0, hi=1.0, lo_open=True)
-        _pos_int("device.vllm_tensor_parallel_size", out.vllm_tensor_parallel_size)
-        _str("device.master_weights", out.master_weights, choices=MASTER_WEIGHTS)
-        _number("device.gpu_memory_gib", out.gpu_memory_gib, lo=0.0, lo_open=True, allow_none=True)
-        _str("device.vllm_importance_sampling_mode", out.vllm_importance_sampling_mode, choices=IS_MODES)
-        _number("device.vllm_importance_sampling_clip_max", out.vllm_importance_sampling_clip_max,
-                lo=0.0, lo_open=True)
-        if out.use_vllm and out.use_cpu:
+    section_key: ClassVar[str] = "device"
+    use_cpu: Flag = True
+    bf16: Flag = False
+    gradient_checkpointing: Flag = False
+    use_vllm: Flag = False
+    vllm_mode: OneOf(VLLM_MODES) = "colocate"
+    vllm_gpu_memory_utilization: Number(gt=0.0, le=1.0) = 0.3
+    vllm_tensor_parallel_size: PositiveInt = 1
+    master_weights: OneOf(MASTER_WEIGHTS) = Field("fp32", description=(
+        "How the optimizer keeps the weights when bf16 is on. fp32: fp32 master weights with bf16 "
+        "autocast (the model is loaded in fp32). bf16_kahan: bf16 weights with an AdamW that carries "
+        "the rounding error in a compensation buffer (sagc.train.precision), for cards where fp32 "
+        "masters do not fit. Plain bf16 weights are not offered: at lr 1e-6 an update is below half a "
+        "bf16 ulp of most weights and rounds away."))
+    gpu_memory_gib: Optional[Number(gt=0.0)] = Field(None, description=(
+        "Memory of the card the jobs run on (GiB, as the driver reports it: ~79 for an 80 GB card, "
+        "~139 for a 141 GB H200). When set, every cell must fit it by the estimate of "
+        "sagc.pipeline.memory, and train.gradient_accumulation_steps=auto sizes micro-batches."))
+    vllm_importance_sampling_mode: OneOf(IS_MODES) = Field("token_truncate", description=(
+        "TRL's correction for the vLLM/trainer probability mismatch. token_truncate (the default here, "
+        "TRL's is sequence_mask) clips each token's ratio at vllm_importance_sampling_clip_max; a "
+        "sequence-level ratio is a product over the completion's tokens, so with 4k-token completions "
+        "*_mask modes drop long rows preferentially, exactly the stragglers the grid studies."))
+    vllm_importance_sampling_clip_max: Number(gt=0.0) = 3.0
+
+    @model_validator(mode="after")
+    def _check_hardware(self) -> "DeviceSection":
+        if self.use_vllm and self.use_cpu:
             raise ValueError("device.use_vllm=true needs a GPU: set device.use_cpu=false")
-        if out.master_weights != "fp32" and not out.bf16:
-            raise ValueError(f"device.master_weights={out.master_weights!r} needs device.bf16=true "
+        if self.master_weights != "fp32" and not self.bf16:
+            raise ValueError(f"device.master_weights={self.master_weights!r} needs device.bf16=true "
                              "(without bf16 the weights are fp32)")
-        return out
+        return self
 
     @property
     def weights_dtype(self) -> str:
@@ -404,52 +403,48 @@ class DeviceSection:
         return "bfloat16" if self.bf16 and self.master_weights == "bf16_kahan" else "float32"
 
 
-@dataclass(frozen=True)
-class TrainConfig:
+#: Sections that may be given as ``null`` (all defaults).
+_OPTIONAL_SECTIONS = ("train", "algorithm", "sizing", "wandb", "device")
+
+
+class TrainConfig(_Section):
     """One resolved grid cell (see the module docstring and docs in presets.py)."""
 
     cell: CellSection
     model: ModelSection
     data: DataSection
-    output_dir: str
-    rewards: dict = field(default_factory=lambda: {"correctness": 1.0, "format": 0.1})
-    train: TrainSection = field(default_factory=TrainSection)
-    algorithm: AlgorithmSection = field(default_factory=AlgorithmSection)
-    sizing: SizingSection = field(default_factory=SizingSection)
-    wandb: WandbSection = field(default_factory=WandbSection)
-    device: DeviceSection = field(default_factory=DeviceSection)
+    output_dir: Text
+    rewards: Annotated[dict[str, Annotated[float, Field(strict=True, allow_inf_nan=False)]],
+                       Field(min_length=1), Expect("a non-empty mapping of reward name -> weight")] = Field(
+        default_factory=lambda: {"correctness": 1.0, "format": 0.1})
+    train: TrainSection = Field(default_factory=TrainSection)
+    algorithm: AlgorithmSection = Field(default_factory=AlgorithmSection)
+    sizing: SizingSection = Field(default_factory=SizingSection)
+    wandb: WandbSection = Field(default_factory=WandbSection)
+    device: DeviceSection = Field(default_factory=DeviceSection)
 
     @classmethod
     def from_dict(cls, d: Any, check_vllm: bool = True) -> "TrainConfig":
         if not isinstance(d, Mapping):
             raise ValueError(f"a cell config must be a mapping, got {type(d).__name__}")
-        allowed = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - allowed)
-        if unknown:
-            raise ValueError(f"unknown top-level key(s): {', '.join(unknown)} (allowed: {sorted(allowed)})")
-        for req in ("cell", "model", "data", "output_dir"):
-            if req not in d:
-                raise ValueError(f"{req} is required")
-        out_dir = _str("output_dir", d["output_dir"])
-        rewards = _rewards(d.get("rewards", {"correctness": 1.0, "format": 0.1}))
-        cfg = cls(
-            cell=CellSection.from_dict(d["cell"]),
-            model=ModelSection.from_dict(d["model"]),
-            data=DataSection.from_dict(d["data"]),
-            output_dir=out_dir,
-            rewards=rewards,
-            train=TrainSection.from_dict(d.get("train")),
-            algorithm=AlgorithmSection.from_dict(d.get("algorithm")),
-            sizing=SizingSection.from_dict(d.get("sizing")),
-            wandb=WandbSection.from_dict(d.get("wandb")),
-            device=DeviceSection.from_dict(d.get("device")),
-        )
-        cfg._check_cross_keys()
+        d = {k: v for k, v in d.items() if not (v is None and k in _OPTIONAL_SECTIONS)}
+        cfg = super().from_dict(d)
         if check_vllm and cfg.device.use_vllm:
             require_vllm("device.use_vllm=true", instead="set device.use_vllm=false")
         return cfg
 
-    def _check_cross_keys(self) -> None:
+    @field_validator("rewards")
+    @classmethod
+    def _known_rewards(cls, rewards: dict) -> dict:
+        from sagc.train.rewards import REWARD_NAMES
+
+        for name in rewards:
+            if name not in REWARD_NAMES:
+                raise ValueError(f"rewards.{name} is not a known reward (known: {list(REWARD_NAMES)})")
+        return rewards
+
+    @model_validator(mode="after")
+    def _check_cross_keys(self) -> "TrainConfig":
         if self.cell.algorithm != self.algorithm.name:
             raise ValueError(
                 f"cell.algorithm ({self.cell.algorithm!r}) and algorithm.name ({self.algorithm.name!r}) disagree"
@@ -461,22 +456,10 @@ class TrainConfig:
 
         algo = resolve_algorithm(self.algorithm, self.train.max_completion_length)
         step_shapes(self.train, algo, self.sizing.group_sizes())  # raises on any split that would not divide
+        return self
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "sizing": self.sizing.to_dict()}
-
-
-def _rewards(d: Any) -> dict:
-    from sagc.train.rewards import REWARD_NAMES
-
-    if not isinstance(d, Mapping) or not d:
-        raise _fail("rewards", "a non-empty mapping of reward name -> weight", d)
-    out = {}
-    for name, w in d.items():
-        if name not in REWARD_NAMES:
-            raise ValueError(f"rewards.{name} is not a known reward (known: {list(REWARD_NAMES)})")
-        out[name] = _number(f"rewards.{name}", w)
-    return out
+        return {**self.model_dump(), "sizing": self.sizing.to_dict()}
 
 
 def _yaml_load(text: str) -> Any:

@@ -89,7 +89,7 @@ class AlgorithmSettings:
 
 def resolve_algorithm(section: Any, max_completion_length: int) -> AlgorithmSettings:
     """Apply ``section``'s non-null keys (an ``AlgorithmSection`` or a dict) to its preset."""
-    values = section if isinstance(section, dict) else asdict(section)
+    values = section if isinstance(section, dict) else section.model_dump()
     name = values.get("name", "grpo")
     if name not in PRESETS:
         raise ValueError(f"algorithm.name must be one of {list(PRESETS)}, got {name!r}")
