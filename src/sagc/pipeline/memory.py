@@ -232,23 +232,27 @@ def card_gib(config: dict[str, Any]) -> float | None:
 def cell_estimate(config: dict[str, Any], model: str, algo: Any, micro_batch: int) -> MemoryEstimate:
     """The estimate of one cell of a checked pipeline config with a given micro-batch;
     ``algo`` is the cell's ``sagc.train.presets.AlgorithmSettings``."""
-    from sagc.train.config import TrainSection
+    from sagc.train.config import DeviceSection, TrainSection
 
-    device, train = config.get("device", {}), config["train"]
+    def device(key: str) -> Any:
+        return config.get("device", {}).get(key, DeviceSection.default(key))
+
+    def train(key: str) -> Any:
+        return config["train"].get(key, TrainSection.default(key))
+
     card = card_gib(config)
     if card is None:
         raise ValueError("device.gpu_memory_gib is needed for a memory estimate (and device.use_cpu=false)")
     return estimate(
         architecture_of(config["models"][model], model),
-        master_weights=device.get("master_weights", "fp32"),
+        master_weights=device("master_weights"),
         reference_model=algo.beta > 0,
         micro_batch=micro_batch,
-        tokens_per_row=(train.get("max_prompt_length", TrainSection.default("max_prompt_length"))
-                        + train.get("max_completion_length", TrainSection.default("max_completion_length"))),
-        vllm_fraction=device.get("vllm_gpu_memory_utilization", 0.3),
+        tokens_per_row=train("max_prompt_length") + train("max_completion_length"),
+        vllm_fraction=device("vllm_gpu_memory_utilization"),
         card_gib=card,
-        gradient_checkpointing=device.get("gradient_checkpointing", False),
-        use_vllm=device.get("use_vllm", False),
+        gradient_checkpointing=device("gradient_checkpointing"),
+        use_vllm=device("use_vllm"),
     )
 
 

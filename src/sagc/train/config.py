@@ -31,13 +31,12 @@ validation is instant and runs before the heavy imports.
 
 import json
 import re
-import typing
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, Mapping, Optional
+from typing import Annotated, Any, ClassVar, Mapping, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, WrapValidator, field_validator, model_validator
-from pydantic.fields import FieldInfo
+from pydantic import Field, field_validator, model_validator
 
+from sagc.config_models import Expect, Flag, Integer, NonNegativeInt, Number, OneOf, PositiveInt, Section, Text
 from sagc.controller import Sizing, parse_sizing
 from sagc.vllm_support import require_vllm, vllm_installed  # noqa: F401 (the trainer's and tests' import path)
 
@@ -54,142 +53,10 @@ LOSS_TYPES = ("grpo", "dapo", "bnpo", "dr_grpo")
 SCALE_REWARDS = ("group", "batch", "none")
 
 
-# -- value types: each states its check once, with the words an error message uses ---------------
-
-
-class Expect(str):
-    """Annotation metadata: what a value must be, as an error message says it
-    (``train.steps must be a positive integer, got 0``)."""
-
-
-def _keep_int(value: Any, handler: Any) -> Any:
-    """A number key keeps an integer as given (``139``, not ``139.0``): the cell's config
-    fingerprint is its JSON, which must not change with the way it is checked."""
-    out = handler(value)
-    return value if type(value) is int else out
-
-
-def Number(**bounds: float) -> Any:  # noqa: N802 - used as a type
-    """A finite int or float (not a bool, not a numeric string) within ``bounds`` (gt/ge/le)."""
-    return Annotated[float, Field(strict=True, allow_inf_nan=False, **bounds), WrapValidator(_keep_int)]
-
-
-def OneOf(values: tuple[str, ...]) -> Any:  # noqa: N802 - used as a type
-    return Annotated[Literal[values], Expect(f"one of {list(values)}")]
-
-
-PositiveInt = Annotated[int, Field(strict=True, ge=1), Expect("a positive integer")]
-NonNegativeInt = Annotated[int, Field(strict=True, ge=0), Expect("a non-negative integer")]
-Integer = Annotated[int, Field(strict=True), Expect("an integer")]
-Flag = Annotated[bool, Field(strict=True), Expect("true or false")]
-Text = Annotated[str, Field(strict=True, min_length=1), Expect("a non-empty string")]
-
-
-# -- pydantic's errors as one clear message --------------------------------------------------------
-
-#: What a value must be, by pydantic error type, for keys whose type carries no ``Expect``.
-_WORDS = {"float_type": "a finite number", "finite_number": "a finite number", "int_type": "an integer",
-          "bool_type": "true or false", "string_type": "a string", "model_type": "a mapping",
-          "model_attributes_type": "a mapping", "dict_type": "a mapping", "tuple_type": "a list",
-          "list_type": "a list"}
-_BOUNDS = {"greater_than": ("gt", ">"), "greater_than_equal": ("ge", ">="), "less_than": ("lt", "<"),
-           "less_than_equal": ("le", "<=")}
-
-
-def _model_in(annotation: Any) -> type[BaseModel] | None:
-    return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
-
-
-def _field_at(model: type[BaseModel] | None, loc: tuple) -> tuple[FieldInfo | None, int]:
-    """The innermost field ``loc`` names, and how many parts of ``loc`` lead to it."""
-    info, depth = None, 0
-    while depth < len(loc) and model is not None and loc[depth] in model.model_fields:
-        info = model.model_fields[loc[depth]]
-        model, depth = _model_in(info.annotation), depth + 1
-    return info, depth
-
-
-def _expectation(info: FieldInfo) -> str | None:
-    def find(items: Any) -> str | None:
-        for item in items:
-            if isinstance(item, Expect):
-                return str(item)
-            if (found := find(typing.get_args(item))) is not None:
-                return found
-        return None
-
-    return find(info.metadata) or find(typing.get_args(info.annotation))
-
-
-def _dotted(loc: tuple) -> str:
-    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")
-
-
-def describe(err: ValidationError, model: type[BaseModel], prefix: tuple = ()) -> str:
-    """``err`` as one message, a clause per problem naming the dotted key, the value and what
-    was expected (pydantic's own text also lists input types and documentation links)."""
-    clauses: list[str] = []
-    unknown: dict[tuple, list[str]] = {}
-    for e in err.errors(include_url=False):
-        loc, kind = tuple(e["loc"]), e["type"]
-        if kind == "extra_forbidden":
-            unknown.setdefault(loc[:-1], []).append(str(loc[-1]))
-            continue
-        if kind in ("value_error", "assertion_error"):
-            clauses.append(str(e["ctx"]["error"]))  # the validator's own message names its keys
-            continue
-        if kind == "missing":
-            clauses.append(f"{_dotted(prefix + loc)} is required")
-            continue
-        info, depth = _field_at(model, loc)
-        words = _expectation(info) if info is not None and all(isinstance(p, int) for p in loc[depth:]) else None
-        if words is not None:
-            loc = loc[:depth]  # "train.stop must be a list of ..." rather than "train.stop[0] ..."
-        elif kind in _BOUNDS:
-            name, sign = _BOUNDS[kind]
-            words = f"{sign} {e['ctx'][name]}"
-        else:
-            words = _WORDS.get(kind)
-        key = _dotted(prefix + loc)
-        clauses.append(f"{key} must be {words}, got {e['input']!r}" if words else f"{key}: {e['msg']}")
-    for parent, keys in unknown.items():
-        owner = _model_in(_field_at(model, parent)[0].annotation) if parent else model
-        allowed = f" (allowed: {sorted(owner.model_fields)})" if owner is not None else ""
-        where = _dotted(prefix + parent)
-        if where:
-            clauses.append(f"unknown key(s) in {where}: {', '.join(f'{where}.{k}' for k in keys)}{allowed}")
-        else:
-            clauses.append(f"unknown top-level key(s): {', '.join(keys)}{allowed}")
-    return "; ".join(dict.fromkeys(clauses))
-
-
-class _Section(BaseModel):
-    """A frozen, typed block of a cell config that refuses unknown keys."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    #: The block's key in a cell config: the prefix of its keys in error messages.
-    section_key: ClassVar[str] = ""
-
-    @classmethod
-    def from_dict(cls, d: Any):
-        """The block from its cell-file mapping (``None``: every default); bad input raises a
-        ``ValueError`` naming the dotted key."""
-        try:
-            return cls.model_validate({} if d is None else d)
-        except ValidationError as err:
-            raise ValueError(describe(err, cls, (cls.section_key,) if cls.section_key else ())) from None
-
-    @classmethod
-    def default(cls, key: str) -> Any:
-        """The default of ``key`` (a tuple default as the list a config file writes)."""
-        value = cls.model_fields[key].get_default(call_default_factory=True)
-        return list(value) if isinstance(value, tuple) else value
-
-
 # -- sections -----------------------------------------------------------------------------
 
 
-class CellSection(_Section):
+class CellSection(Section):
     """Identity of the grid cell (logged as the W&B run config; the aggregation groups by it)."""
 
     section_key: ClassVar[str] = "cell"
@@ -201,7 +68,7 @@ class CellSection(_Section):
     seed: Integer = 0
 
 
-class ModelSection(_Section):
+class ModelSection(Section):
     section_key: ClassVar[str] = "model"
     path: Text = Field(description="a local model folder or a hub id")
     tokenizer: Optional[Text] = None
@@ -209,7 +76,7 @@ class ModelSection(_Section):
     revision: Optional[Text] = Field(None, description="a pinned hub revision (hub ids only)")
 
 
-class DataSection(_Section):
+class DataSection(Section):
     """``train``: a JSONL file with a ``prompt`` column (plain string) and the columns the
     reward functions read (``answer`` for ``correctness``)."""
 
@@ -218,7 +85,7 @@ class DataSection(_Section):
     prompt_column: Text = "prompt"
 
 
-class TrainSection(_Section):
+class TrainSection(Section):
     """``prompts_per_step`` (P, fixed: the paper's default) or ``rollout_budget`` (B rollouts
     per step, P = B / G): exactly one is set; a budget alone turns the default P off."""
 
@@ -271,7 +138,7 @@ class TrainSection(_Section):
         return self
 
 
-class AlgorithmSection(_Section):
+class AlgorithmSection(Section):
     """Preset name plus overrides; ``None`` means "the preset's value" (see presets.py)."""
 
     section_key: ClassVar[str] = "algorithm"
@@ -290,7 +157,7 @@ class AlgorithmSection(_Section):
     overlong_weight: Optional[Number(ge=0.0)] = None
 
 
-class SizingSection(_Section):
+class SizingSection(Section):
     """The cell's group-size policy: its sizing name and the config block that policy
     reads, under the block's own key (``sizing.sagc`` for SAGC and fixed G; the registry
     ``sagc.controller.registry`` says which). ``params`` is that block, checked as a whole
@@ -348,7 +215,7 @@ class SizingSection(_Section):
         return {"name": self.name, self.parsed.block: dict(self.params)}
 
 
-class WandbSection(_Section):
+class WandbSection(Section):
     section_key: ClassVar[str] = "wandb"
     mode: OneOf(WANDB_MODES) = "offline"
     project: Text = "sagc-repro"
@@ -358,7 +225,7 @@ class WandbSection(_Section):
     dir: Optional[Text] = None
 
 
-class DeviceSection(_Section):
+class DeviceSection(Section):
     """Where and in which precision a cell trains. ``bf16`` on CPU is allowed (torch
     autocasts to bf16 on CPU too; slow, for checks)."""
 
@@ -407,7 +274,7 @@ class DeviceSection(_Section):
 _OPTIONAL_SECTIONS = ("train", "algorithm", "sizing", "wandb", "device")
 
 
-class TrainConfig(_Section):
+class TrainConfig(Section):
     """One resolved grid cell (see the module docstring and docs in presets.py)."""
 
     cell: CellSection
