@@ -88,8 +88,12 @@ def describe(err: ValidationError, model: type[BaseModel], prefix: tuple = ()) -
     was expected (pydantic's own text also lists input types and documentation links)."""
     clauses: list[str] = []
     unknown: dict[tuple, list[str]] = {}
-    for e in err.errors(include_url=False):
+    errors = err.errors(include_url=False)
+    for e in errors:
         loc, kind = tuple(e["loc"]), e["type"]
+        if kind == "too_short" and any(tuple(o["loc"])[:len(loc)] == loc and len(o["loc"]) > len(loc)
+                                       for o in errors):
+            continue  # a list whose items failed counts as too short too: the items' errors say why
         if kind == "extra_forbidden":
             unknown.setdefault(loc[:-1], []).append(str(loc[-1]))
             continue

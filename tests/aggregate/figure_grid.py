@@ -74,8 +74,9 @@ def figure_collected(seeds=SEEDS, sizings=SIZINGS, tie: bool = True) -> Collecte
             for sizing in sizings:
                 for seed in seeds:
                     cid = f"{model}/{algo}/{sizing}/seed{seed}"
-                    cell = Cell(cid, model, algo, sizing, seed, root / "train" / cid,
-                                root / "eval" / cid / "summary.json", STEPS)  # fmt: skip
+                    cell = Cell(id=cid, model=model, algorithm=algo, sizing=sizing, seed=seed,
+                                train_dir=root / "train" / cid,
+                                eval_summary=root / "eval" / cid / "summary.json", max_steps=STEPS)  # fmt: skip
                     history = _history(rng, sizing)
                     config = {"model": model, "algorithm": algo, "sizing": sizing, "seed": seed,
                               "config": {"sizing": {"name": sizing, "sagc": {"delta": DELTA[sizing]}}
@@ -93,10 +94,10 @@ def figure_collected(seeds=SEEDS, sizings=SIZINGS, tie: bool = True) -> Collecte
                                               cell_stats(history, 5), evals))  # fmt: skip
     base = []
     for model in MODELS:
-        b = BaseModel(model, root / "eval" / model / "base" / "summary.json")
+        b = BaseModel(model=model, eval_summary=root / "eval" / model / "base" / "summary.json")
         evals = {task: {"accuracy": 0.2, "accuracy_stderr": 0.04, "mean_output_tokens": 50.0,
                         "truncation_rate": 0.0, "n_samples": 64.0} for task in TASKS}  # fmt: skip
         base.append(BaseResult(b, evals))
-    grid = Grid("fig", tuple(cells), tuple(r.base for r in base), root / "tables",
-                Path("paper_figures/fig"), time_unit="s", tau=2.0)  # fmt: skip
+    grid = Grid(name="fig", cells=tuple(cells), base=tuple(r.base for r in base), tables_dir=root / "tables",
+                figures_dir=Path("paper_figures/fig"), time_unit="s", tau=2.0)  # fmt: skip
     return Collected(grid, results, base)

@@ -21,7 +21,7 @@ from sagc.aggregate.grid import WandbSource, parse_grid
 from sagc.aggregate.reader import OfflineReader, OnlineReader, make_reader, online_filters
 from sagc.aggregate.tables import efficiency_table
 
-SOURCE = WandbSource("online", entity="lab", project="sagc", group="t")
+SOURCE = WandbSource(source="online", entity="lab", project="sagc", group="t")
 
 
 @dataclass
@@ -58,7 +58,7 @@ def test_filters_select_the_group():
 
 def test_online_source_needs_entity_project_group():
     with pytest.raises(ValueError, match="wandb.project is required"):
-        OnlineReader(WandbSource("online", entity="lab", group="t"))
+        OnlineReader(WandbSource(source="online", entity="lab", group="t"))
     assert isinstance(make_reader(SOURCE), OnlineReader)
     assert isinstance(make_reader(WandbSource()), OfflineReader)
 

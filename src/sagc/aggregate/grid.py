@@ -21,184 +21,94 @@ Relative paths resolve against ``root`` (the working directory by default: Snake
 jobs from the workflow root, where ``results/`` lives).
 """
 
-from __future__ import annotations
-
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Optional
+
+from pydantic import AfterValidator, Field, ValidationError, ValidationInfo, model_validator
+
+from sagc.config_models import Expect, Flag, Integer, Number, OneOf, PositiveInt, Section, Text, describe
 
 TIME_UNITS = {"s": 1.0, "min": 60.0, "h": 3600.0}
 SOURCES = ("offline", "online")
 
-_TOP_KEYS = {
-    "name", "time_unit", "last_k", "allow_partial", "tau", "wandb", "cells", "base",
-    "tables_dir", "figures_dir",
-}  # fmt: skip
-_CELL_KEYS = {
-    "id", "model", "algorithm", "sizing", "seed", "train_dir", "eval_summary", "max_steps",
-}  # fmt: skip
-_BASE_KEYS = {"model", "eval_summary"}
+
+def _under_root(path: Path, info: ValidationInfo) -> Path:
+    """A relative path resolves against the ``root`` the grid is parsed with."""
+    root = (info.context or {}).get("root")
+    return path if path.is_absolute() or root is None else Path(root) / path
 
 
-@dataclass(frozen=True)
-class Cell:
+RootedPath = Annotated[Path, AfterValidator(_under_root)]
+
+
+class Cell(Section):
     """One training cell: model x algorithm x sizing x seed."""
 
-    id: str
-    model: str
-    algorithm: str
-    sizing: str
-    seed: int
-    train_dir: Path
-    eval_summary: Path
-    max_steps: int | None = None
+    id: Text
+    model: Text
+    algorithm: Text
+    sizing: Text
+    seed: Integer
+    train_dir: RootedPath
+    eval_summary: RootedPath
+    max_steps: Optional[PositiveInt] = Field(None, description="fewer logged steps = unfinished")
 
 
-@dataclass(frozen=True)
-class BaseModel:
+class BaseModel(Section):
     """An untrained model evaluated as the downstream reference row."""
 
-    model: str
-    eval_summary: Path
+    model: Text
+    eval_summary: RootedPath
 
 
-@dataclass(frozen=True)
-class WandbSource:
-    source: str = "offline"
-    entity: str | None = None
-    project: str | None = None
-    group: str | None = None
+class WandbSource(Section):
+    """Where the runs are read: the cells' run files (offline) or the W&B API (online, which
+    needs the entity, project and group)."""
+
+    source: OneOf(SOURCES) = "offline"
+    entity: Optional[Text] = None
+    project: Optional[Text] = None
+    group: Optional[Text] = None
+
+    @model_validator(mode="after")
+    def _online_names_the_runs(self) -> "WandbSource":
+        for key in ("entity", "project", "group"):
+            if self.source == "online" and not getattr(self, key):
+                raise ValueError(f"wandb.{key} is required for source 'online'")
+        return self
 
 
-@dataclass(frozen=True)
-class Grid:
-    name: str
-    cells: tuple[Cell, ...]
-    base: tuple[BaseModel, ...]
-    tables_dir: Path
-    figures_dir: Path
-    wandb: WandbSource = field(default_factory=WandbSource)
-    time_unit: str = "s"
-    last_k: int = 5
-    allow_partial: bool = False
-    tau: float | None = None
+class Grid(Section):
+    name: Text
+    cells: Annotated[tuple[Cell, ...], Field(min_length=1), Expect("a non-empty list of cells (nothing to aggregate)")]
+    base: tuple[BaseModel, ...] = ()
+    tables_dir: RootedPath
+    figures_dir: RootedPath
+    wandb: WandbSource = Field(default_factory=WandbSource)
+    time_unit: OneOf(tuple(TIME_UNITS)) = "s"
+    last_k: PositiveInt = Field(5, description="final reward = mean of the last k steps")
+    allow_partial: Flag = Field(False, description="mark missing cells instead of failing")
+    tau: Optional[Number(gt=0.0)] = Field(None, description="straggler threshold, drawn in figures")
+
+    @model_validator(mode="after")
+    def _cell_ids_are_unique(self) -> "Grid":
+        seen: set[str] = set()
+        for i, cell in enumerate(self.cells):
+            if cell.id in seen:
+                raise ValueError(f"cells[{i}]: duplicate cell id {cell.id!r}")
+            seen.add(cell.id)
+        return self
 
 
-def _require(obj: dict, key: str, where: str, kind: type | tuple[type, ...]) -> Any:
-    if key not in obj:
-        raise ValueError(f"{where}: missing required key {key!r}")
-    value = obj[key]
-    # bool is an int subclass: a seed of `true` is a typo, not a number.
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise ValueError(f"{where}: key {key!r} must be {_kind_name(kind)}, got {value!r}")
-    return value
-
-
-def _kind_name(kind: type | tuple[type, ...]) -> str:
-    kinds = kind if isinstance(kind, tuple) else (kind,)
-    return " or ".join(k.__name__ for k in kinds)
-
-
-def _reject_unknown(obj: dict, allowed: set[str], where: str) -> None:
-    unknown = sorted(set(obj) - allowed)
-    if unknown:
-        raise ValueError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(allowed)}")
-
-
-def parse_grid(raw: dict, root: str | Path = ".", source: str = "grid") -> Grid:
+def parse_grid(raw: Any, root: str | Path = ".", source: str = "grid") -> Grid:
     """Validate a grid dict (see the module docstring); ``source`` names it in errors."""
     if not isinstance(raw, dict):
         raise ValueError(f"{source}: the grid must be a JSON object, got {type(raw).__name__}")
-    root = Path(root)
-    _reject_unknown(raw, _TOP_KEYS, source)
-
-    def path(value: str) -> Path:
-        p = Path(value)
-        return p if p.is_absolute() else root / p
-
-    name = _require(raw, "name", source, str)
-    time_unit = raw.get("time_unit", Grid.time_unit)
-    if time_unit not in TIME_UNITS:
-        raise ValueError(f"{source}: time_unit must be one of {sorted(TIME_UNITS)}, got {time_unit!r}")
-    last_k = raw.get("last_k", Grid.last_k)
-    if not isinstance(last_k, int) or isinstance(last_k, bool) or last_k < 1:
-        raise ValueError(f"{source}: last_k must be a positive integer, got {last_k!r}")
-    allow_partial = raw.get("allow_partial", Grid.allow_partial)
-    if not isinstance(allow_partial, bool):
-        raise ValueError(f"{source}: allow_partial must be true or false, got {allow_partial!r}")
-    tau = raw.get("tau")
-    if tau is not None and (not isinstance(tau, (int, float)) or isinstance(tau, bool) or tau <= 0):
-        raise ValueError(f"{source}: tau must be a positive number, got {tau!r}")
-
-    wb_raw = raw.get("wandb", {"source": "offline"})
-    if not isinstance(wb_raw, dict):
-        raise ValueError(f"{source}: key 'wandb' must be an object, got {wb_raw!r}")
-    _reject_unknown(wb_raw, {"source", "entity", "project", "group"}, f"{source}: wandb")
-    wb_source = wb_raw.get("source", "offline")
-    if wb_source not in SOURCES:
-        raise ValueError(f"{source}: wandb.source must be one of {SOURCES}, got {wb_source!r}")
-    if wb_source == "online":
-        for key in ("entity", "project", "group"):
-            if not isinstance(wb_raw.get(key), str) or not wb_raw[key]:
-                raise ValueError(f"{source}: wandb.{key} is required for source 'online'")
-    wandb = WandbSource(wb_source, wb_raw.get("entity"), wb_raw.get("project"), wb_raw.get("group"))
-
-    cells_raw = _require(raw, "cells", source, list)
-    cells = []
-    seen: set[str] = set()
-    for i, c in enumerate(cells_raw):
-        where = f"{source}: cells[{i}]"
-        if not isinstance(c, dict):
-            raise ValueError(f"{where} must be an object, got {c!r}")
-        _reject_unknown(c, _CELL_KEYS, where)
-        cell_id = _require(c, "id", where, str)
-        if cell_id in seen:
-            raise ValueError(f"{where}: duplicate cell id {cell_id!r}")
-        seen.add(cell_id)
-        max_steps = c.get("max_steps")
-        if max_steps is not None and (not isinstance(max_steps, int) or max_steps < 1):
-            raise ValueError(f"{where}: max_steps must be a positive integer, got {max_steps!r}")
-        cells.append(
-            Cell(
-                id=cell_id,
-                model=_require(c, "model", where, str),
-                algorithm=_require(c, "algorithm", where, str),
-                sizing=_require(c, "sizing", where, str),
-                seed=_require(c, "seed", where, int),
-                train_dir=path(_require(c, "train_dir", where, str)),
-                eval_summary=path(_require(c, "eval_summary", where, str)),
-                max_steps=max_steps,
-            )
-        )
-    if not cells:
-        raise ValueError(f"{source}: key 'cells' is empty: nothing to aggregate")
-
-    base = []
-    for i, b in enumerate(raw.get("base", [])):
-        where = f"{source}: base[{i}]"
-        if not isinstance(b, dict):
-            raise ValueError(f"{where} must be an object, got {b!r}")
-        _reject_unknown(b, _BASE_KEYS, where)
-        base.append(
-            BaseModel(
-                model=_require(b, "model", where, str),
-                eval_summary=path(_require(b, "eval_summary", where, str)),
-            )
-        )
-
-    return Grid(
-        name=name,
-        cells=tuple(cells),
-        base=tuple(base),
-        tables_dir=path(_require(raw, "tables_dir", source, str)),
-        figures_dir=path(_require(raw, "figures_dir", source, str)),
-        wandb=wandb,
-        time_unit=time_unit,
-        last_k=last_k,
-        allow_partial=allow_partial,
-        tau=float(tau) if tau is not None else None,
-    )
+    try:
+        return Grid.model_validate(raw, context={"root": Path(root)})
+    except ValidationError as err:
+        raise ValueError(f"{source}: {describe(err, Grid)}") from None
 
 
 def load_grid(path: str | Path, root: str | Path = ".") -> Grid:

@@ -245,9 +245,6 @@ class OnlineReader:
 
     def __init__(self, source: WandbSource, config_name: str | None = None, api: Any = None,
                  timeout: int = 30):  # fmt: skip
-        for key in ("entity", "project", "group"):
-            if not getattr(source, key):
-                raise ValueError(f"wandb.{key} is required to read runs online")
         self.source = source
         self.config_name = config_name
         self._api = api

@@ -135,9 +135,9 @@ def aggregate_grid(config: dict[str, Any], grid: Grid) -> dict[str, Any]:
     wb = config.get("wandb", {})
     return {
         "name": grid.name,
-        "time_unit": agg.get("time_unit", Defaults.time_unit),
-        "last_k": agg.get("last_k", Defaults.last_k),
-        "allow_partial": agg.get("allow_partial", Defaults.allow_partial),
+        "time_unit": agg.get("time_unit", Defaults.default("time_unit")),
+        "last_k": agg.get("last_k", Defaults.default("last_k")),
+        "allow_partial": agg.get("allow_partial", Defaults.default("allow_partial")),
         "tau": straggler_tau(config),
         "wandb": {
             "source": wb.get("source", "offline"),

@@ -163,9 +163,9 @@ class WandbBlock(_Block):
 
 
 class AggregateBlock(_Block):
-    last_k: int = Field(AggregateDefaults.last_k, ge=1)
-    time_unit: Literal[tuple(TIME_UNITS)] = AggregateDefaults.time_unit  # type: ignore[valid-type]
-    allow_partial: bool = AggregateDefaults.allow_partial
+    last_k: int = Field(AggregateDefaults.default("last_k"), ge=1)
+    time_unit: Literal[tuple(TIME_UNITS)] = AggregateDefaults.default("time_unit")  # type: ignore[valid-type]
+    allow_partial: bool = AggregateDefaults.default("allow_partial")
 
 
 class SimulateBlock(_Block):
