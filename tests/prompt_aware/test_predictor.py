@@ -111,3 +111,21 @@ def test_identical_lengths_keep_predictions_finite():
     mu, sd = pred.predict()
     assert np.all(np.isfinite(mu)) and np.all(np.isfinite(sd)) and np.all(sd > 0)
     assert mu[0] == pytest.approx(np.log(21), abs=0.01) and mu[1] == pytest.approx(np.log(45), abs=0.01)
+
+
+def test_feature_model_is_the_ridge_regression_of_the_group_means():
+    """The running inverse gives the batch ridge solution of every observed group mean."""
+    rng = np.random.default_rng(4)
+    n, d = 50, 6
+    x = np.c_[np.ones(n), rng.normal(size=(n, d - 1))]
+    pred = PromptLengthPredictor(n, x, PredictorConfig(ridge=0.5))
+    rows, means = [], []
+    for _ in range(200):
+        i = int(rng.integers(n))
+        group = rng.integers(5, 200, 4)
+        pred.observe([i], [group])
+        rows.append(x[i])
+        means.append(np.log(group).mean())
+    xs = np.array(rows)
+    want = np.linalg.solve(0.5 * np.eye(d) + xs.T @ xs, xs.T @ np.array(means))
+    np.testing.assert_allclose(pred.coef(), want, rtol=1e-8, atol=1e-10)

@@ -58,3 +58,34 @@ def test_tail_batched_training_covers_every_prompt_per_epoch_and_checkpoints(tra
     assert fresh.prompt_stream.state_dict() == trainer.prompt_stream.state_dict()
     assert fresh.group_sizer.state_dict() == trainer.group_sizer.state_dict()
     assert fresh.prompt_stream.take(2) == trainer.prompt_stream.take(2)
+
+
+def test_killed_tail_batched_run_resumes_exactly(train_world, tmp_path):
+    """sagc-prompt over 8 prompts (an epoch every 4 steps), killed (SIGKILL) after step 6
+    with the last checkpoint at step 4, restarted with the same command: the same prompts,
+    round kinds and G at every step as an uninterrupted run."""
+    from sagc.trace import read_trace
+    from sagc.train.run import run_cell
+    from tests.train.test_cli import KILL_SCRIPT, _run
+
+    def cell(name):
+        cfg = _prompt_cell(train_world, tmp_path / name, tmp_path, "sagc-prompt", steps=8)
+        cfg["sizing"]["sagc_prompt"]["queue_rounds"] = 1  # long rounds within each epoch
+        return cfg
+
+    want = run_cell(TrainConfig.from_dict(cell("ref")))
+    (tmp_path / "cut.json").write_text(json.dumps(cell("cut")))
+    (tmp_path / "kill.py").write_text(KILL_SCRIPT)
+    killed = _run(["kill.py", "cut.json", "6", "1"], tmp_path)
+    assert killed.returncode == -9, killed.stderr[-3000:]
+    resumed = _run(["-m", "sagc.train", "--config", "cut.json"], tmp_path)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+
+    got = json.loads((tmp_path / "cut" / "done.json").read_text())
+    assert got["resumed_from"].endswith("checkpoint-4")
+    for key in ("group_size", "straggler", "long_round", "length_max", "reward_mean"):
+        assert [h[key] for h in got["history"]] == [h[key] for h in want["history"]], key
+    traces = [[(t.prompts, t.long_round, [g.tolist() for g in t.lengths]) for t in read_trace(d / "lengths.jsonl")]
+              for d in (tmp_path / "ref", tmp_path / "cut")]
+    assert traces[0] == traces[1]
+    assert any(t[1] for t in traces[0][4:])  # a long round after the resume point

@@ -5,7 +5,8 @@ parametric model (``ParametricLengths``) or replayed from a trainer's ``lengths.
 (``ReplayLengths``), running any ``GroupSizer`` (fixed G, SAGC, variants) over thousands of
 steps. Entry points: ``simulate(SimConfig)``, ``summary_table``, ``run_sweep``,
 ``calibrate``, ``sagc.simulate.suite`` (controller variants over a suite of length worlds),
-and the CLI ``python -m sagc.simulate run|calibrate|suite``.
+``sagc.simulate.prompt_world`` (tail batching and ``sagc-prompt`` where prompts have their
+own lengths), and the CLI ``python -m sagc.simulate run|calibrate|suite|prompt``.
 """
 
 from sagc.simulate.config import (
