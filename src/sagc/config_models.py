@@ -55,7 +55,11 @@ _BOUNDS = {"greater_than": ("gt", ">"), "greater_than_equal": ("ge", ">="), "les
 
 
 def _model_in(annotation: Any) -> type[BaseModel] | None:
-    return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+    """The model a field holds (also through ``Optional``), else ``None``."""
+    for candidate in (annotation, *typing.get_args(annotation)):
+        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+            return candidate
+    return None
 
 
 def _field_at(model: type[BaseModel] | None, loc: tuple) -> tuple[FieldInfo | None, int]:

@@ -64,7 +64,7 @@ def loss(r16: float, r_sagc: float, speedup: float) -> float:
 
 
 def _with(base: SimConfig, params: dict[str, float]) -> SimConfig:
-    lengths = {**asdict(base.lengths), **{k: v for k, v in params.items() if k != "delta"}}
+    lengths = {**base.lengths.model_dump(), **{k: v for k, v in params.items() if k != "delta"}}
     sagc = {**base.sagc.to_dict(), "delta": params.get("delta", base.sagc.delta)}
     return base.replace(
         sizings=("g4", "g16", "sagc"),

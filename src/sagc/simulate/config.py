@@ -1,4 +1,4 @@
-"""Configuration of the straggler simulator: dataclasses with validation.
+"""Configuration of the straggler simulator: typed pydantic models (``sagc.config_models``).
 
 Every key can come from a YAML / JSON file (``SimConfig.from_dict``); a bad value raises
 ``ValueError`` naming the key (``throughput.decode_step_s``, ``lengths.sigma``, ...), an
@@ -11,14 +11,13 @@ simulator reports is a ratio of two runs on the same assumptions, the ratios are
 sensitive to them than the absolute hours.
 """
 
-from __future__ import annotations
-
 import json
-import math
-from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Mapping, Optional, Union
 
+from pydantic import ConfigDict, Field, PlainValidator, field_validator, model_validator
+
+from sagc.config_models import Expect, Flag, NonNegativeInt, Number, OneOf, PositiveInt, Section, Text
 from sagc.controller import SAGCConfig, fixed_group_size, parse_sizing
 
 DECODE_BATCHING = ("continuous", "static")
@@ -26,48 +25,7 @@ LENGTH_SOURCES = ("parametric", "replay")
 UPSAMPLE = ("group", "step")
 
 
-def _number(v: Any, key: str) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        raise ValueError(f"{key} must be a finite number, got {v!r}")
-    return float(v)
-
-
-def _positive(v: Any, key: str, allow_zero: bool = False) -> float:
-    x = _number(v, key)
-    if x < 0 or (x == 0 and not allow_zero):
-        raise ValueError(f"{key} must be {'>= 0' if allow_zero else '> 0'}, got {v!r}")
-    return x
-
-
-def _integer(v: Any, key: str, minimum: int) -> int:
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise ValueError(f"{key} must be an integer, got {v!r}")
-    if v < minimum:
-        raise ValueError(f"{key} must be >= {minimum}, got {v}")
-    return v
-
-
-def _probability(v: Any, key: str) -> float:
-    x = _number(v, key)
-    if not 0.0 <= x <= 1.0:
-        raise ValueError(f"{key} must lie in [0, 1], got {v!r}")
-    return x
-
-
-def _from_dict(cls, d: Any, prefix: str):
-    if d is None:
-        return cls()
-    if not isinstance(d, dict):
-        raise ValueError(f"{prefix} must be a mapping, got {type(d).__name__}")
-    names = {f.name for f in fields(cls)}
-    unknown = sorted(set(d) - names)
-    if unknown:
-        raise ValueError(f"unknown key(s) in {prefix}: {unknown} (known: {sorted(names)})")
-    return cls(**d)
-
-
-@dataclass(frozen=True)
-class ThroughputConfig:
+class ThroughputConfig(Section):
     """Step-time model: ``step = overhead + prefill + decode + train`` (seconds).
 
     - decode, continuous batching (vLLM): decode step k costs ``decode_step_s +
@@ -94,37 +52,18 @@ class ThroughputConfig:
     ``step_overhead_s = 3.0``; ``prompt_tokens = 200`` (a math prompt with its template).
     """
 
-    decode_step_s: float = 0.010
-    decode_token_s: float = 5e-5
-    prefill_token_s: float = 2e-6
-    train_token_s: float = 7e-5
-    step_overhead_s: float = 3.0
-    prompt_tokens: int = 200
-    decode_batching: str = "continuous"
-    train_padding: bool = True
-
-    def __post_init__(self) -> None:
-        p = "throughput."
-        _positive(self.decode_step_s, p + "decode_step_s", allow_zero=True)
-        _positive(self.decode_token_s, p + "decode_token_s", allow_zero=True)
-        _positive(self.prefill_token_s, p + "prefill_token_s", allow_zero=True)
-        _positive(self.train_token_s, p + "train_token_s", allow_zero=True)
-        _positive(self.step_overhead_s, p + "step_overhead_s", allow_zero=True)
-        _integer(self.prompt_tokens, p + "prompt_tokens", 0)
-        if self.decode_batching not in DECODE_BATCHING:
-            raise ValueError(
-                f"{p}decode_batching must be one of {DECODE_BATCHING}, got {self.decode_batching!r}"
-            )
-        if not isinstance(self.train_padding, bool):
-            raise ValueError(f"{p}train_padding must be true or false, got {self.train_padding!r}")
-
-    @classmethod
-    def from_dict(cls, d: Any) -> "ThroughputConfig":
-        return _from_dict(cls, d, "throughput")
+    section_key = "throughput"
+    decode_step_s: Number(ge=0.0) = 0.010
+    decode_token_s: Number(ge=0.0) = 5e-5
+    prefill_token_s: Number(ge=0.0) = 2e-6
+    train_token_s: Number(ge=0.0) = 7e-5
+    step_overhead_s: Number(ge=0.0) = 3.0
+    prompt_tokens: NonNegativeInt = 200
+    decode_batching: OneOf(DECODE_BATCHING) = "continuous"
+    train_padding: Flag = True
 
 
-@dataclass(frozen=True)
-class ParametricLengthConfig:
+class ParametricLengthConfig(Section):
     """A lognormal body with a Pareto tail, both scaled by a median that drifts over training.
 
     For training step t of T (``frac = t / (T - 1)``), prompt p and rollout j:
@@ -141,43 +80,28 @@ class ParametricLengthConfig:
       (``max_tokens`` is the generation cap: truncated rows are the worst stragglers).
     """
 
-    median_start: float = 500.0
-    median_end: float = 1500.0
-    sigma: float = 0.35
-    prompt_sigma: float = 0.3
-    tail_prob_start: float = 0.01
-    tail_prob_end: float = 0.03
-    tail_min: float = 2.0
-    tail_alpha: float = 1.5
-    min_tokens: int = 1
-    max_tokens: int = 8192
+    section_key = "lengths"
+    median_start: Number(gt=0.0) = 500.0
+    median_end: Number(gt=0.0) = 1500.0
+    sigma: Number(ge=0.0) = 0.35
+    prompt_sigma: Number(ge=0.0) = 0.3
+    tail_prob_start: Number(ge=0.0, le=1.0) = 0.01
+    tail_prob_end: Number(ge=0.0, le=1.0) = 0.03
+    tail_min: Number(ge=1.0) = Field(2.0, description="a multiple of the median")
+    tail_alpha: Number(gt=0.0) = 1.5
+    min_tokens: NonNegativeInt = 1
+    max_tokens: PositiveInt = 8192
 
-    def __post_init__(self) -> None:
-        p = "lengths."
-        _positive(self.median_start, p + "median_start")
-        _positive(self.median_end, p + "median_end")
-        _positive(self.sigma, p + "sigma", allow_zero=True)
-        _positive(self.prompt_sigma, p + "prompt_sigma", allow_zero=True)
-        _probability(self.tail_prob_start, p + "tail_prob_start")
-        _probability(self.tail_prob_end, p + "tail_prob_end")
-        _number(self.tail_min, p + "tail_min")
-        if not self.tail_min >= 1.0:
-            raise ValueError(f"{p}tail_min must be >= 1 (a multiple of the median), got {self.tail_min}")
-        _positive(self.tail_alpha, p + "tail_alpha")
-        _integer(self.min_tokens, p + "min_tokens", 0)
-        _integer(self.max_tokens, p + "max_tokens", 1)
+    @model_validator(mode="after")
+    def _check_clip(self) -> "ParametricLengthConfig":
         if self.max_tokens < self.min_tokens:
             raise ValueError(
-                f"{p}max_tokens ({self.max_tokens}) must be >= lengths.min_tokens ({self.min_tokens})"
+                f"lengths.max_tokens ({self.max_tokens}) must be >= lengths.min_tokens ({self.min_tokens})"
             )
-
-    @classmethod
-    def from_dict(cls, d: Any) -> "ParametricLengthConfig":
-        return _from_dict(cls, d, "lengths")
+        return self
 
 
-@dataclass(frozen=True)
-class ReplayConfig:
+class ReplayConfig(Section):
     """Replay of a recorded ``lengths.jsonl`` trace (format: ``sagc.trace``).
 
     ``cycle``: when the simulation has more steps than the trace, start over (with fresh
@@ -188,48 +112,40 @@ class ReplayConfig:
     from the largest-G run when you can.
     """
 
-    trace: str = ""
-    cycle: bool = False
-    upsample: str = "group"
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.trace, str) or not self.trace:
-            raise ValueError("lengths.trace must name a lengths.jsonl file for source: replay")
-        if not isinstance(self.cycle, bool):
-            raise ValueError(f"lengths.cycle must be true or false, got {self.cycle!r}")
-        if self.upsample not in UPSAMPLE:
-            raise ValueError(f"lengths.upsample must be one of {UPSAMPLE}, got {self.upsample!r}")
+    section_key = "lengths"
+    trace: Text = Field(description="the lengths.jsonl file to replay")
+    cycle: Flag = False
+    upsample: OneOf(UPSAMPLE) = "group"
 
 
-@dataclass(frozen=True)
-class SweepConfig:
+#: A finite number, converted to float (a sweep value is only ever compared and formatted).
+_Float = Annotated[float, Field(strict=True, allow_inf_nan=False)]
+
+
+class SweepConfig(Section):
     """The tau x delta grid of the sweep (SAGC re-run for every pair, fixed G re-measured
     for every tau since the straggler test depends on it)."""
 
-    tau: tuple[float, ...] = (1.5, 2.0, 2.5, 3.0, 4.0)
-    delta: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5)
-
-    def __post_init__(self) -> None:
-        for key in ("tau", "delta"):
-            vals = getattr(self, key)
-            if isinstance(vals, (str, bytes)) or not hasattr(vals, "__iter__"):
-                raise ValueError(f"sweep.{key} must be a list of numbers, got {vals!r}")
-            vals = tuple(_number(v, f"sweep.{key}") for v in vals)
-            if not vals:
-                raise ValueError(f"sweep.{key} must hold at least one value")
-            object.__setattr__(self, key, vals)
-        if any(t <= 1.0 for t in self.tau):
-            raise ValueError(f"sweep.tau values must be > 1, got {list(self.tau)}")
-        if any(not 0.0 < d < 1.0 for d in self.delta):
-            raise ValueError(f"sweep.delta values must lie in (0, 1), got {list(self.delta)}")
-
-    @classmethod
-    def from_dict(cls, d: Any) -> "SweepConfig":
-        return _from_dict(cls, d, "sweep")
+    section_key = "sweep"
+    tau: Annotated[tuple[Annotated[_Float, Field(gt=1.0)], ...], Field(min_length=1),
+                   Expect("a non-empty list of numbers > 1")] = (1.5, 2.0, 2.5, 3.0, 4.0)
+    delta: Annotated[tuple[Annotated[_Float, Field(gt=0.0, lt=1.0)], ...], Field(min_length=1),
+                     Expect("a non-empty list of numbers in (0, 1)")] = (0.1, 0.2, 0.3, 0.4, 0.5)
 
 
-@dataclass(frozen=True)
-class SimConfig:
+def _sagc_config(value: Any) -> SAGCConfig:
+    """``SAGCConfig`` checks its keys as a whole (``SAGCConfig.from_dict``)."""
+    if isinstance(value, SAGCConfig):
+        return value
+    if not isinstance(value, Mapping):
+        raise ValueError(f"sagc must be a mapping of SAGCConfig keys, got {value!r}")
+    try:
+        return SAGCConfig.from_dict(dict(value))
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"sagc: {e}") from None
+
+
+class SimConfig(Section):
     """A whole simulation: which sizings, how many steps, which lengths, which hardware.
 
     ``sizings`` uses the pipeline's names (``g4``, ``g8``, ``g16``, ``sagc``); ``sagc``
@@ -239,35 +155,46 @@ class SimConfig:
     ``cycle`` (the trace's length is used). ``sweep`` is optional (null: no sweep).
     """
 
-    name: str = "sim"
-    seed: int = 0
-    steps: int = 1000
-    prompts_per_step: int = 8
-    sizings: tuple[str, ...] = ("g4", "g8", "g16", "sagc")
-    source: str = "parametric"
-    sagc: SAGCConfig = field(default_factory=SAGCConfig)
-    lengths: ParametricLengthConfig | ReplayConfig = field(default_factory=ParametricLengthConfig)
-    throughput: ThroughputConfig = field(default_factory=ThroughputConfig)
-    sweep: SweepConfig | None = None
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+    name: Text = "sim"
+    seed: NonNegativeInt = 0
+    steps: PositiveInt = 1000
+    prompts_per_step: PositiveInt = 8
+    sizings: Annotated[tuple[Text, ...], Field(min_length=1),
+                       Expect("a non-empty list such as [g4, g16, sagc]")] = ("g4", "g8", "g16", "sagc")
+    source: OneOf(LENGTH_SOURCES) = "parametric"
+    sagc: Annotated[SAGCConfig, PlainValidator(_sagc_config)] = Field(default_factory=SAGCConfig)
+    lengths: Union[ParametricLengthConfig, ReplayConfig] = Field(default_factory=ParametricLengthConfig)
+    throughput: ThroughputConfig = Field(default_factory=ThroughputConfig)
+    sweep: Optional[SweepConfig] = None
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not self.name:
-            raise ValueError(f"name must be a non-empty string, got {self.name!r}")
-        _integer(self.seed, "seed", 0)
-        _integer(self.steps, "steps", 1)
-        _integer(self.prompts_per_step, "prompts_per_step", 1)
-        if isinstance(self.sizings, (str, bytes)) or not self.sizings:
-            raise ValueError(f"sizings must be a non-empty list such as [g4, g16, sagc], got {self.sizings!r}")
-        object.__setattr__(self, "sizings", tuple(self.sizings))
-        for s in self.sizings:
+    @model_validator(mode="before")
+    @classmethod
+    def _lengths_of_the_source(cls, d: Any) -> Any:
+        """``lengths`` is a ``ParametricLengthConfig`` or, for ``source: replay``, a ``ReplayConfig``."""
+        if not isinstance(d, Mapping):
+            return d
+        source = d.get("source", "parametric")
+        want = ReplayConfig if source == "replay" else ParametricLengthConfig
+        lengths = d.get("lengths")
+        if lengths is None:
+            if source == "replay":
+                raise ValueError("lengths.trace is required for source: replay")
+            return d
+        if isinstance(lengths, (ParametricLengthConfig, ReplayConfig)):
+            if not isinstance(lengths, want):
+                raise ValueError(f"lengths must be a {want.__name__} for source {source!r}")
+            return d
+        return {**d, "lengths": want.from_dict(lengths)}
+
+    @field_validator("sizings")
+    @classmethod
+    def _known_distinct_sizings(cls, sizings: tuple[str, ...]) -> tuple[str, ...]:
+        for s in sizings:
             parse_sizing(s, key="sizings")
-        if len(set(self.sizings)) != len(self.sizings):
-            raise ValueError(f"sizings has duplicates: {list(self.sizings)}")
-        if self.source not in LENGTH_SOURCES:
-            raise ValueError(f"source must be one of {LENGTH_SOURCES}, got {self.source!r}")
-        want = ParametricLengthConfig if self.source == "parametric" else ReplayConfig
-        if not isinstance(self.lengths, want):
-            raise ValueError(f"lengths must be a {want.__name__} for source {self.source!r}")
+        if len(set(sizings)) != len(sizings):
+            raise ValueError(f"sizings has duplicates: {list(sizings)}")
+        return sizings
 
     @property
     def fixed_sizes(self) -> tuple[int, ...]:
@@ -280,41 +207,13 @@ class SimConfig:
 
     @classmethod
     def from_dict(cls, d: Any) -> "SimConfig":
-        if not isinstance(d, dict):
+        if not isinstance(d, Mapping):
             raise ValueError(f"a simulator config must be a mapping, got {type(d).__name__}")
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(f"unknown simulator config key(s): {unknown} (known: {sorted(known)})")
-        d = dict(d)
-        source = d.get("source", "parametric")
-        if "sagc" in d:
-            sagc = d["sagc"]
-            if isinstance(sagc, dict):
-                try:
-                    d["sagc"] = SAGCConfig.from_dict(sagc)
-                except (TypeError, ValueError) as e:
-                    raise ValueError(f"sagc: {e}") from e
-            elif not isinstance(sagc, SAGCConfig):
-                raise ValueError(f"sagc must be a mapping of SAGCConfig keys, got {sagc!r}")
-        if "lengths" in d and not isinstance(d["lengths"], (ParametricLengthConfig, ReplayConfig)):
-            if source == "replay":
-                d["lengths"] = _from_dict(ReplayConfig, d["lengths"], "lengths")
-            else:
-                d["lengths"] = ParametricLengthConfig.from_dict(d["lengths"])
-        elif "lengths" not in d and source == "replay":
-            raise ValueError("lengths.trace is required for source: replay")
-        if "throughput" in d and not isinstance(d["throughput"], ThroughputConfig):
-            d["throughput"] = ThroughputConfig.from_dict(d["throughput"])
-        if d.get("sweep") is not None and not isinstance(d["sweep"], SweepConfig):
-            d["sweep"] = SweepConfig.from_dict(d["sweep"])
-        if "sizings" in d and isinstance(d["sizings"], list):
-            d["sizings"] = tuple(d["sizings"])
-        return cls(**d)
+        return super().from_dict(d)
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["sagc"] = self.sagc.to_dict()
+        dumped = self.model_dump(exclude={"sagc"})
+        d = {k: self.sagc.to_dict() if k == "sagc" else dumped[k] for k in type(self).model_fields}
         d["sizings"] = list(self.sizings)
         if self.sweep is not None:
             d["sweep"] = {"tau": list(self.sweep.tau), "delta": list(self.sweep.delta)}
@@ -322,7 +221,7 @@ class SimConfig:
 
     def replace(self, **changes: Any) -> "SimConfig":
         """A copy with some keys changed (nested configs passed as objects or dicts)."""
-        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d = {name: getattr(self, name) for name in type(self).model_fields}
         d.update(changes)
         return SimConfig.from_dict(d)
 
