@@ -14,11 +14,12 @@ What the model takes from the code instead of restating it:
 
 - the sizing names' pattern, and one block (plus its variants block) per registered
   policy, from the sizing registry (``sagc.controller.registry``);
-- the keys of ``train`` and ``device`` and the defaults the schema fills in, from the
-  trainer's cell sections (``sagc.train.config.TrainSection`` / ``DeviceSection``): a key
-  the trainer accepts is a key the pipeline accepts, and absent keys take the trainer's
-  default (no train key except these three is filled in by the schema, so adding a
-  trainer default never changes existing cells' configs);
+- the ``train`` and ``device`` blocks whole (keys, types, ranges, defaults, descriptions):
+  they are the trainer's typed cell sections (``sagc.train.config.TrainSection`` /
+  ``DeviceSection``), ``train`` with only the pipeline's own changes (``TrainBlock``). A
+  key the trainer accepts is a key the pipeline accepts, and absent keys take the
+  trainer's default (no train key but ``TRAIN_FILLED`` is filled in by the schema, so
+  adding a trainer default never changes existing cells' configs);
 - the aggregation's defaults from ``sagc.aggregate.grid.Grid``.
 
 What a schema cannot express (world-specific keys, sizing names against their variants,
