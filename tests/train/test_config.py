@@ -242,10 +242,12 @@ def test_trainer_checks_its_layout_before_loading_the_model(tmp_path):
     with pytest.raises(ValueError, match=r"save_steps \(3\) must be a multiple of the updates per step \(2\)"):
         build(FixedGroupSize(4), SAGCTrainingArguments(prompts_per_step=2), max_steps=4, save_steps=3,
               steps_per_generation=2)
-    with pytest.raises(ValueError, match="a step at G=4 has 4 rollouts, not divisible into steps_per_generation=8"):
+    with pytest.raises(ValueError, match="a step at G=4 holds 4 rollouts, which cannot be split into "
+                                         "steps_per_generation = 8 equal micro-batches"):
         build(SAGCController(SAGCConfig(candidates=(4, 8))), SAGCTrainingArguments(prompts_per_step=1),
               max_steps=8, save_steps=8, steps_per_generation=8, per_device_train_batch_size=1)
-    with pytest.raises(ValueError, match=r"rollout_budget \(12\) is not divisible by G=8"):
+    with pytest.raises(ValueError, match=r"sagc_args.rollout_budget \(12\) must be divisible by every group size "
+                                         r"of the cell \(\[4, 8\]\); 8 does not divide it"):
         build(SAGCController(SAGCConfig(candidates=(4, 8))),
               SAGCTrainingArguments(prompts_per_step=None, rollout_budget=12), max_steps=2)
 

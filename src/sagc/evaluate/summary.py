@@ -19,7 +19,6 @@ The per-generation figures behind the means go to ``output_lengths.jsonl`` next 
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Any, Iterable
 

@@ -10,12 +10,13 @@ Two layers, both run when the Snakefile is parsed (so ``snakemake -n`` already f
    policy's variants and each policy's hyper-parameters (``sagc.controller.registry``),
    and every cell's trainer config (``sagc.train.config``), named by cell id.
 
-Snakemake's own ``validate`` then fills in the schema's defaults (the only thing it is
-used for: the schema was checked by the first layer).
+Then the schema's defaults are filled in (``fill_defaults``, what Snakemake's
+``validate(set_default=True)`` would do, without a second validation pass).
 """
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
@@ -32,10 +33,11 @@ def _dotted(path) -> str:
     return ".".join(str(p) for p in path) or "<top level>"
 
 
-def check_schema(config: dict[str, Any], source: str, schema_path: Path | str = SCHEMA) -> None:
+def check_schema(config: dict[str, Any], source: str, schema: Path | str | dict = SCHEMA) -> None:
     import jsonschema
 
-    schema = yaml.safe_load(Path(schema_path).read_text())
+    if not isinstance(schema, dict):
+        schema = yaml.safe_load(Path(schema).read_text())
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
     if not errors:
@@ -117,12 +119,30 @@ def load_config(path: str | Path) -> dict[str, Any]:
     return prepare(config, str(path))
 
 
-def prepare(config: dict[str, Any], source: str, schema_path: Path | str = SCHEMA) -> dict[str, Any]:
-    from snakemake.utils import validate
+def fill_defaults(instance: Any, schema: dict[str, Any]) -> None:
+    """Fill the schema's defaults into a config that passed it, in place, as Snakemake's
+    ``validate(set_default=True)`` does (absent keys of every object, nested ones too),
+    without validating the config a second time."""
+    if not isinstance(instance, dict):
+        return
+    props = schema.get("properties", {})
+    for key, sub in props.items():
+        if key not in instance and "default" in sub:
+            instance[key] = copy.deepcopy(sub["default"])
+        if key in instance:
+            fill_defaults(instance[key], sub)
+    extra = schema.get("additionalProperties")
+    if isinstance(extra, dict):
+        for key, value in instance.items():
+            if key not in props:
+                fill_defaults(value, extra)
 
-    check_schema(config, source, schema_path)
+
+def prepare(config: dict[str, Any], source: str, schema_path: Path | str = SCHEMA) -> dict[str, Any]:
+    schema = yaml.safe_load(Path(schema_path).read_text())
+    check_schema(config, source, schema)
     check_explicit_device(config, source)  # before the schema's CPU defaults fill the block
-    validate(config, str(schema_path), set_default=True)
+    fill_defaults(config, schema)
     check_semantics(config, source)
     check_cells(config, source)
     check_vllm(config, source)

@@ -72,15 +72,13 @@ class TailBatchingStream(PromptStream):
         self.round_prompts: int | None = None  # prompts of the last round (what a long round needs)
         self.round_open = False
         self.rounds: list[bool] = []  # per round (step): was it a long round?
-        self.long_served: list[int] = []  # per round: prompts predicted long that it trained
 
     # -- which prompts are long ------------------------------------------------------------
 
-    def long_mask(self) -> np.ndarray:
+    def long_mask(self, risk: np.ndarray | None = None) -> np.ndarray:
         """Prompts predicted long now: risk strictly above the (1 - long_fraction) quantile."""
-        risk = self.predictor.risk()
-        cut = np.quantile(risk, 1.0 - self.long_fraction)
-        return risk > cut
+        risk = self.predictor.risk() if risk is None else risk
+        return risk > np.quantile(risk, 1.0 - self.long_fraction)
 
     @property
     def round_long(self) -> bool:
@@ -88,8 +86,8 @@ class TailBatchingStream(PromptStream):
         return bool(self.rounds) and self.rounds[-1]
 
     def next_round_long(self) -> bool:
-        """Whether the next round is long: the queue holds a full round, or the epoch's base
-        order is exhausted and the queue must be flushed."""
+        """Whether the next round is long: the queue holds ``queue_rounds`` rounds' worth of
+        prompts, or the epoch's base order is exhausted and the queue must be flushed."""
         if self.round_open:
             return self.rounds[-1]
         if not self.deferred:
@@ -106,16 +104,16 @@ class TailBatchingStream(PromptStream):
             raise ValueError(f"TailBatchingStream.take needs a non-negative integer, got {k!r}")
         if k == 0:
             return []
+        risk = self.predictor.risk()
         if not self.round_open:
-            if self.next_round_long():  # the riskiest queued prompts first (stable: oldest on ties)
-                risk = self.predictor.risk()
+            long_round = self.next_round_long()
+            if long_round:  # the riskiest queued prompts first (stable: oldest on ties)
                 self.deferred.sort(key=lambda i: -risk[i])
-            self.rounds.append(self.next_round_long())
-            self.long_served.append(0)
+            self.rounds.append(long_round)
             self.round_prompts = k
             self.round_open = True
         long_round = self.rounds[-1]
-        long = self.long_mask()
+        long = self.long_mask(risk)
         out: list[int] = []
         while len(out) < k:
             if self.deferred and (long_round or self.pos == self.n):
@@ -131,7 +129,6 @@ class TailBatchingStream(PromptStream):
                 self.deferred.append(i)
             else:
                 out.append(i)
-        self.long_served[-1] += int(long[out].sum())
         return out
 
     def observe(self, prompts: Sequence[int], lengths: Iterable[Iterable[float]]) -> None:
@@ -152,7 +149,6 @@ class TailBatchingStream(PromptStream):
             "round_prompts": self.round_prompts,
             "round_open": self.round_open,
             "rounds": list(self.rounds),
-            "long_served": list(self.long_served),
             "predictor": self.predictor.state_dict(),
         }
 
@@ -174,11 +170,9 @@ class TailBatchingStream(PromptStream):
         if (not isinstance(deferred, list) or len(set(deferred)) != len(deferred)
                 or not all(isinstance(i, int) and i in passed for i in deferred)):  # fmt: skip
             raise ValueError("tail_batching state key 'deferred' must list distinct prompts already passed in the epoch")
-        rounds, served = state.get("rounds"), state.get("long_served")
+        rounds = state.get("rounds")
         if not isinstance(rounds, list) or not all(isinstance(r, bool) for r in rounds):
             raise ValueError("tail_batching state key 'rounds' must be a list of booleans")
-        if not isinstance(served, list) or len(served) != len(rounds):
-            raise ValueError("tail_batching state key 'long_served' must hold one count per round")
         rp = state.get("round_prompts")
         if rp is not None and (isinstance(rp, bool) or not isinstance(rp, int) or rp < 1):
             raise ValueError(f"tail_batching state key 'round_prompts' must be null or an integer >= 1, got {rp!r}")
@@ -190,5 +184,4 @@ class TailBatchingStream(PromptStream):
         self.round_prompts = rp
         self.round_open = state["round_open"]
         self.rounds = list(rounds)
-        self.long_served = [int(x) for x in served]
 

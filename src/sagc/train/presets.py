@@ -140,30 +140,40 @@ class StepShapes:
         return max(s.micro_batch for s in self.shapes.values())
 
 
+def lay_out(group_sizes, prompts_per_step: int | None, rollout_budget: int | None, splits: int,
+            split_name: str, key: str = "train") -> dict[int, StepShape]:
+    """The step at every G: P fixed, or P = budget / G; its rollouts split into ``splits``
+    equal micro-batches (TRL's ``split_tensor_dict`` would silently drop a remainder).
+    ``ValueError`` naming ``key``'s settings when a budget or a split does not divide. The
+    one statement of the rule: the cell config and the trainer both lay out with it."""
+    shapes = {}
+    for g in sorted(group_sizes):
+        if rollout_budget is not None:
+            if rollout_budget % g:
+                raise ValueError(
+                    f"{key}.rollout_budget ({rollout_budget}) must be divisible by every group size "
+                    f"of the cell ({sorted(group_sizes)}); {g} does not divide it"
+                )
+            prompts = rollout_budget // g
+        else:
+            prompts = prompts_per_step
+        rollouts = prompts * g
+        if rollouts < 1 or rollouts % splits:
+            raise ValueError(
+                f"a step at G={g} holds {rollouts} rollouts, which cannot be split into {split_name} "
+                f"equal micro-batches (TRL would drop the remainder); change {key}.prompts_per_step "
+                f"/ {key}.rollout_budget or the split"
+            )
+        shapes[g] = StepShape(group_size=g, prompts=prompts, rollouts=rollouts, micro_batch=rollouts // splits)
+    return shapes
+
+
 def step_shapes(train: Any, algo: AlgorithmSettings, group_sizes: tuple[int, ...]) -> StepShapes:
     """Lay out every G of the cell; raise ``ValueError`` when a split would not divide."""
     ga = train.gradient_accumulation_steps
     spg = algo.minibatches * ga
-    shapes = {}
-    for g in sorted(group_sizes):
-        if train.rollout_budget is not None:
-            if train.rollout_budget % g:
-                raise ValueError(
-                    f"train.rollout_budget ({train.rollout_budget}) must be divisible by every group size "
-                    f"of the cell ({list(group_sizes)}); {g} does not divide it"
-                )
-            prompts = train.rollout_budget // g
-        else:
-            prompts = train.prompts_per_step
-        rollouts = prompts * g
-        if rollouts % spg:
-            raise ValueError(
-                f"a step at G={g} holds {rollouts} rollouts, which cannot be split into "
-                f"algorithm.minibatches x train.gradient_accumulation_steps = {algo.minibatches} x {ga} "
-                f"= {spg} equal micro-batches (TRL would drop the remainder); change train.prompts_per_step "
-                f"/ train.rollout_budget or the split"
-            )
-        shapes[g] = StepShape(group_size=g, prompts=prompts, rollouts=rollouts, micro_batch=rollouts // spg)
+    split_name = f"algorithm.minibatches x train.gradient_accumulation_steps = {algo.minibatches} x {ga} = {spg}"
+    shapes = lay_out(group_sizes, train.prompts_per_step, train.rollout_budget, spg, split_name)
     return StepShapes(
         shapes=shapes,
         steps_per_generation=spg,

@@ -68,6 +68,7 @@ from sagc import metrics as M
 from sagc.train import rollout
 from sagc.train.checkpoint import read_state, write_state
 from sagc.train.dynamic_sampling import informative_groups, merge_scored
+from sagc.train.presets import lay_out
 from sagc.train.prompts import PromptStream
 from sagc.train.records import GenerateCall, StepInProgress, StepResult
 from sagc.vllm_support import require_vllm
@@ -89,6 +90,10 @@ class SAGCTrainingArguments:
     dynamic_sampling: bool = False
     ds_max_rounds: int = 3
     stop: tuple[str, ...] = ()  # stop strings of the rollouts (sagc.train.rollout.trim_at_stop)
+
+    def __post_init__(self) -> None:
+        if (self.prompts_per_step is None) == (self.rollout_budget is None):
+            raise ValueError("set exactly one of sagc_args.prompts_per_step and sagc_args.rollout_budget")
 
     def prompts_for(self, group_size: int) -> int:
         if self.rollout_budget is not None:
@@ -169,20 +174,12 @@ class SAGCGRPOTrainer(GRPOTrainer):
                 f"args.save_steps ({args.save_steps}) must be a multiple of the updates per step ({u}): "
                 "a checkpoint inside a step could not be resumed exactly"
             )
-        if (sagc_args.prompts_per_step is None) == (sagc_args.rollout_budget is None):
-            raise ValueError("set exactly one of sagc_args.prompts_per_step and sagc_args.rollout_budget")
         self.group_sizer = group_sizer
         self.sagc_args = sagc_args
         self.group_sizes = tuple(sorted(int(g) for g in group_sizer.candidates))
-        for g in self.group_sizes:
-            if sagc_args.rollout_budget is not None and sagc_args.rollout_budget % g:
-                raise ValueError(f"rollout_budget ({sagc_args.rollout_budget}) is not divisible by G={g}")
-            rows = sagc_args.prompts_for(g) * g
-            if rows < 1 or rows % spg:
-                raise ValueError(
-                    f"a step at G={g} has {rows} rollouts, not divisible into steps_per_generation={spg} "
-                    "micro-batches: TRL would silently drop the remainder"
-                )
+        # The cell config's layout rule (a cell passed it already; a trainer built by hand has not).
+        lay_out(self.group_sizes, sagc_args.prompts_per_step, sagc_args.rollout_budget, spg,
+                f"steps_per_generation = {spg}", key="sagc_args")
         if args.logging_steps != 1 or _value(args.logging_strategy) != "steps":
             # TRL clears its metric buffers in log(); one log per update keeps them per-update.
             args.logging_strategy = "steps"
