@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from sagc.lengths import as_groups, length_stats
-from sagc.tiny.rewards import correctness_reward, format_reward
+from sagc.rewards import correctness_reward, format_reward
 from sagc.tiny.task import BEHAVIOURS, Problem, behaviour_of
 
 from sagc.tiny.defaults import (  # noqa: F401  (re-exported)
