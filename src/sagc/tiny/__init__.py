@@ -1,13 +1,14 @@
-"""The embedded offline tiny world: task, rewards, tokenizer, tiny Qwen2/Llama base models.
+"""The embedded offline tiny world: task, tokenizer, tiny Qwen2/Llama base models.
 
 Nothing here is downloaded: data, tokenizer and both base models are built from code and a
 seed by ``python -m sagc.tiny {data,tokenizer,base-model,measure}`` (see ``cli.py``).
+
+The rewards it is scored with are the paper's, in ``sagc.rewards``.
 
 Public API (heavy imports stay lazy so ``import sagc.tiny`` is cheap):
 
 * task: ``TaskParams``, ``generate_splits``, ``write_splits``, ``load_split``, ``SPLITS``,
   ``Problem``, ``render_completion``, ``behaviour_of``, ``BEHAVIOURS``
-* rewards: ``correctness_reward``, ``format_reward``, ``REWARD_FUNCS``, ``FORMAT_REWARD``
 * tokenizer: ``train_tokenizer``, ``save_tokenizer``, ``load_tokenizer``
 * models: ``ModelSize``, ``build_model``, ``save_model``, ``load_model``, ``MODEL_NAMES``
 * warm start / build: ``WarmStartParams``, ``warm_start``, ``build_data``,
@@ -24,8 +25,6 @@ _EXPORTS = {
     "TaskParams": "task", "generate_splits": "task", "write_splits": "task",
     "load_split": "task", "SPLITS": "task", "Problem": "task", "render_completion": "task",
     "behaviour_of": "task", "BEHAVIOURS": "task",
-    "correctness_reward": "rewards", "format_reward": "rewards", "REWARD_FUNCS": "rewards",
-    "FORMAT_REWARD": "rewards",
     "train_tokenizer": "tokenizer", "save_tokenizer": "tokenizer", "load_tokenizer": "tokenizer",
     "ModelSize": "models", "build_model": "models", "save_model": "models",
     "load_model": "models", "MODEL_NAMES": "models",
