@@ -11,9 +11,9 @@ import yaml
 from sagc.pipeline.cells import sizing_section, train_cell_config
 from sagc.pipeline.config import ConfigError, load_config, prepare
 from sagc.pipeline.grid import Cell, Grid
+from tests.shipped_configs import SHIPPED, layers_id
 
 REPO = Path(__file__).resolve().parents[2]
-CONFIGS = sorted((REPO / "configs").glob("*.yaml"))
 
 
 @pytest.fixture(autouse=True)
@@ -21,10 +21,10 @@ def _in_repo(monkeypatch):
     monkeypatch.chdir(REPO)
 
 
-@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
-def test_shipped_configs_are_valid(path):
-    config = load_config(path)
-    assert config["name"] == path.stem
+@pytest.mark.parametrize("layers", SHIPPED, ids=layers_id)
+def test_shipped_configs_are_valid(layers):
+    config = load_config(*layers)
+    assert config["name"] == layers[-1].stem
 
 
 def raw(name="default"):

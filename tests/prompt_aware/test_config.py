@@ -15,6 +15,8 @@ from sagc.prompt_aware.policy import PromptAwareSAGC
 from sagc.train.config import SizingSection
 
 REPO = Path(__file__).resolve().parents[2]
+#: The prompt-aware grid: an overlay on the embedded default.
+PROMPT_GRID = (REPO / "configs/default.yaml", REPO / "configs/prompt.yaml")
 
 
 def test_sizing_names_build_the_hybrid_and_tail_batching_alone():
@@ -30,7 +32,7 @@ def test_sizing_names_build_the_hybrid_and_tail_batching_alone():
 
 
 def test_prompt_config_cells_carry_the_merged_block():
-    cfg = pipeline_config.load_config(REPO / "configs/prompt.yaml")
+    cfg = pipeline_config.load_config(*PROMPT_GRID)
     section = sizing_section(cfg, "sagc-prompt-fast")
     block = section["sagc_prompt"]
     assert block["tau"] == cfg["sagc"]["tau"] and block["long_fraction"] == 0.25
@@ -42,7 +44,7 @@ def test_prompt_config_cells_carry_the_merged_block():
 @pytest.mark.parametrize("key, value", [("long_fraction", 0.0), ("queue_rounds", 0), ("hash_dim", -1), ("edge_tokens", 1.5),
                                         ("group_size", 1), ("quantile", 0.2), ("history_decay", 2.0)])
 def test_bad_values_name_the_key_in_the_pipeline_config(key, value):
-    cfg = pipeline_config.load_config(REPO / "configs/prompt.yaml")
+    cfg = pipeline_config.load_config(*PROMPT_GRID)
     bad = copy.deepcopy(cfg)
     bad["sagc_prompt"][key] = value
     with pytest.raises(Exception, match=f"sagc_prompt.{key}"):
@@ -60,7 +62,7 @@ def test_bad_values_name_the_key_in_a_cell_config():
 
 def test_prompt_config_dry_run_enumerates_its_grid(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--directory", str(tmp_path),
-                           "--configfile", str(REPO / "configs/prompt.yaml")],
+                           "--configfile", *map(str, PROMPT_GRID)],
                           cwd=REPO, capture_output=True, text=True, timeout=300)  # fmt: skip
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-3000:]

@@ -111,12 +111,23 @@ def _sizing_problems(config: dict[str, Any]) -> list[str]:
     return problems
 
 
-def load_config(path: str | Path) -> dict[str, Any]:
-    """Read, check and default-fill a config file (what the Snakefile does, for tests/CLIs)."""
-    config = yaml.safe_load(Path(path).read_text())
-    if not isinstance(config, dict):
-        raise ConfigError(f"{path}: a config must be a YAML mapping")
-    return prepare(config, str(path))
+def load_config(*paths: str | Path) -> dict[str, Any]:
+    """Read, check and default-fill a config (what the Snakefile does, for tests/CLIs).
+
+    Several files are layered as ``snakemake --configfile a.yaml b.yaml`` layers them: each
+    later file updates the earlier ones key by key, recursively into mappings (an overlay
+    such as ``configs/prompt.yaml`` states only what it changes in ``configs/default.yaml``)."""
+    from snakemake.utils import update_config
+
+    if not paths:
+        raise TypeError("load_config needs at least one config file")
+    config: dict[str, Any] = {}
+    for path in paths:
+        layer = yaml.safe_load(Path(path).read_text())
+        if not isinstance(layer, dict):
+            raise ConfigError(f"{path}: a config must be a YAML mapping")
+        update_config(config, layer)
+    return prepare(config, ", ".join(map(str, paths)))
 
 
 def fill_defaults(instance: Any, schema: dict[str, Any]) -> None:
