@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import yaml
+
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -59,6 +61,23 @@ def test_paper_dry_run_enumerates_the_grid_with_gpus(tmp_path):
     total = int(re.search(r"^total\s+(\d+)$", out.split("Job stats:")[1], re.M).group(1))
     claimed = re.search(r"configs/paper\.yaml` shows\s+the (\d+) jobs", (REPO / "README.md").read_text())
     assert claimed and int(claimed.group(1)) == total, "README.md's paper dry-run job count"
+
+
+def test_a_models_own_tiny_model_flags_override_the_shared_ones(tmp_path):
+    config = yaml.safe_load((REPO / "configs/default.yaml").read_text())
+    config["tiny"]["model"] = {"warm_steps": 900, "warm_check_frac": 0.02}
+    config["models"]["tiny-llama"]["tiny_model"] = {"warm_steps": 1500}
+    configfile = tmp_path / "config.yaml"
+    configfile.write_text(yaml.safe_dump(config))
+    rc, out = snakemake("-n", "-p", "--directory", str(tmp_path / "run"), "--configfile", str(configfile))
+    assert rc == 0, out
+    commands = {arch: c for c in re.findall(r"python -m sagc\.tiny base-model .*", out)
+                for arch in ("qwen2", "llama") if f"--arch {arch} " in c}
+    assert set(commands) == {"qwen2", "llama"}, out
+    assert "--warm-steps 1500" in commands["llama"] and "--warm-steps 900" not in commands["llama"]
+    assert "--warm-steps 900" in commands["qwen2"]
+    # the model's flags replace only the keys they name
+    assert all("--warm-check-frac 0.02" in c for c in commands.values())
 
 
 def test_lint_is_clean():

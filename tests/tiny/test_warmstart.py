@@ -115,6 +115,6 @@ def test_a_lesson_trains_only_the_check(tiny_tokenizer_dir):
     ids, n_context = _encode(tok, p.prompt, text, 160, lesson=True)
     assert tok.decode(ids[:n_context]) == p.prompt + "b=1+2=6\nc=6+2=8\n" + CHECK_LINE
     assert tok.decode(ids[n_context:], skip_special_tokens=True) == (
-        ": a=1 next=prev+2 find c\nb=1+2=3\nc=3+2=5\n\\boxed{5}")
+        "\nstart a:1 next=prev+2 find c\nb=1+2=3\nc=3+2=5\n\\boxed{5}")
     ids, n_context = _encode(tok, p.prompt, text, 160)
     assert tok.decode(ids[:n_context]) == p.prompt

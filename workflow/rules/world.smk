@@ -49,7 +49,8 @@ if WORLD == "tiny":
             data=lambda wc, input: os.path.dirname(input.data),
             arch=lambda wc: config["models"][wc.model]["arch"],
             seed=lambda wc: stable_seed(wc.model, "base", "base", "seed0"),
-            flags=cli_flags(config["tiny"]["model"]),
+            # tiny.model's flags, then the model's own tiny_model flags over them
+            flags=lambda wc: cli_flags({**config["tiny"]["model"], **config["models"][wc.model].get("tiny_model", {})}),
         threads: 1
         resources:
             **res("tiny_base_model", mem_mb=4000, runtime=30),

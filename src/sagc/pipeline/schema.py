@@ -58,6 +58,8 @@ FILL_NULL = {"x-fill-null": True}
 
 class ModelSpec(_Block):
     arch: Literal["qwen2", "llama"] = Field(None, description="tiny world: architecture class of the tiny model")
+    tiny_model: dict = Field({}, description="tiny world: flags of `python -m sagc.tiny base-model` for this "
+                             "model alone, over tiny.model (e.g. a longer warm start for one architecture)")
     hub_id: str = Field(None, description="hub world: the model id, e.g. Qwen/Qwen2.5-3B")
     revision: str = Field("main", description="hub world: a pinned revision")
     trust_remote_code: bool = False

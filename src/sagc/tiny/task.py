@@ -2,7 +2,7 @@
 
 Each problem iterates one modular-arithmetic rule over consecutive letters::
 
-    d=7 next=prev+4 find h
+    start d:7 next=prev+4 find h
 
 and its reference solution writes one value per line, then boxes the last one::
 
@@ -20,12 +20,12 @@ The warm start (``warmstart.py``) teaches a *mixture* of behaviours rendered by
   RL can remove, the main source of the accuracy gain;
 * **slip**: a wrong value at one step, carried on to the end (wrong): a sloppy first pass;
 * **check**: after the first pass, one or two careful re-derivations from the start to the
-  target (``check: d=7 next=prev+4 find h`` then the chain again), boxing *their* result, so
-  a check repairs a slip or a miscount of the first pass. Each pass adds ``8 n + 11``
+  target (a ``check`` line, the prompt line again, then the chain), boxing *their* result,
+  so a check repairs a slip or a miscount of the first pass. Each pass adds ``8 n + 13``
   tokens: a check row is two to four times as long as a plain one, the rare per-rollout
   long row that makes a step at G=16 straggle far more often than at G=4
-  (``sagc.tiny.measure`` reports it). In the data a check always pays; the tiny models
-  learn it less reliably than the first pass (the tiny README has the measured shares).
+  (``sagc.tiny.measure`` reports it). In the data a check always pays; the tiny README has
+  how often the models' own checks do.
 
 Why this shape:
 
@@ -37,6 +37,12 @@ Why this shape:
   removes a wrong behaviour moves accuracy by a measurable amount.
 * The first letter is random, so every letter is seen in every position; the held-out split
   only has more steps (longer chains) than training, not unseen symbols.
+* A check restates the prompt verbatim, and every field of the prompt a re-derivation needs
+  follows a token that occurs once in it (``start`` -> letter, ``:`` -> value, ``prev`` ->
+  rule, ``find`` -> target), so restating it is a one-token lookup (an induction copy)
+  that a 2-layer model does reliably. Written ``d=7 next=...`` (the value after ``=``, which
+  every chain line also has) with no leading word, the models miscopied the start letter or
+  value in most checks, and their checks were right in 0-20% of rows: checking did not pay.
 
 The prompt is a plain string (TRL "standard" format) that ends where the completion begins;
 ``sagc.answers`` judges the final ``\\boxed{}`` answer.
@@ -61,12 +67,12 @@ OPERATORS = ("+", "-", "*")
 #: Solution behaviours the warm start mixes (see the module docstring).
 BEHAVIOURS = ("plain", "miscount", "slip", "check")
 
-#: The word that opens the careful re-derivation of a ``check`` completion; the line goes on
-#: to restate the problem (``check: d=7 next=prev+4 find h``), so the re-derivation starts
-#: from a fresh copy of the start value and the target, as the first pass does.
+#: The line that opens the careful re-derivation of a ``check`` completion; the next line
+#: restates the prompt (``start d:7 next=prev+4 find h``), so the re-derivation starts from a
+#: fresh copy of the start value and the target, as the first pass does.
 CHECK_LINE = "check"
 
-_PROMPT = re.compile(r"^([a-z])=(\d+) next=prev([+\-*])(\d+) find ([a-z])\n$")
+_PROMPT = re.compile(r"^start ([a-z]):(\d+) next=prev([+\-*])(\d+) find ([a-z])\n$")
 
 
 @dataclass(frozen=True)
@@ -179,7 +185,7 @@ class Problem:
 
     @property
     def prompt(self) -> str:
-        return (f"{self.start_letter}={self.start_value} next=prev{self.op}{self.operand} "
+        return (f"start {self.start_letter}:{self.start_value} next=prev{self.op}{self.operand} "
                 f"find {self.letter(self.n_steps)}\n")
 
     @property
@@ -214,7 +220,8 @@ def render_completion(problem: Problem, stop_shift: int = 0, slip: tuple[int, in
     ``stop_shift``: stop that many letters after (> 0) or before (< 0) the target
     (``miscount``). ``slip``: ``(step, offset)``: the value written at ``step`` (1-based) is
     off by ``offset`` and later steps carry the error on. ``checks``: append that many clean
-    re-derivations from the start to the target letter, each opened by ``CHECK_LINE``, and box
+    re-derivations from the start to the target letter, each opened by a ``CHECK_LINE`` line
+    and the prompt line, and box
     their result (so a check repairs a slip or a miscount of the first pass). Defaults give
     the reference solution.
     """
@@ -236,7 +243,7 @@ def render_completion(problem: Problem, stop_shift: int = 0, slip: tuple[int, in
         value = new
     vals = problem.values()
     for _ in range(checks):
-        lines.append(f"{CHECK_LINE}: {problem.prompt.strip()}")
+        lines += [CHECK_LINE, problem.prompt.strip()]
         lines += [step_line(problem, k, vals[k - 1], vals[k]) for k in range(1, problem.n_steps + 1)]
         value = vals[-1]
     lines.append(f"\\boxed{{{value}}}")

@@ -36,7 +36,7 @@ from sagc.tiny.task import CHECK_LINE, Problem, render_completion
 class WarmStartParams:
     """SFT settings. ``steps`` is the knob that sets base accuracy (more steps: higher)."""
 
-    steps: int = 800
+    steps: int = 1000
     batch_size: int = 16
     learning_rate: float = 3e-3
     warmup_steps: int = 20
@@ -44,7 +44,7 @@ class WarmStartParams:
     miscount_frac: float = 0.3
     slip_frac: float = 0.15
     check_frac: float = 0.03
-    lesson_frac: float = 0.25
+    lesson_frac: float = 0.5
     lesson_slip_frac: float = 0.5
     check_continue: float = 0.5
     max_checks: int = 2
