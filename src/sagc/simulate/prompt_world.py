@@ -226,6 +226,11 @@ def run_policy(sizer, stream, world, steps: int, prompts: int, tp: ThroughputCon
 # ----------------------------------------------------------------------- comparison
 
 
+#: The controller settings of the prompt-aware study (docs/prompt-aware.md): the controller
+#: study's, at the eta it was measured with, so that its command reproduces its tables.
+PROMPT_SAGC = {**BASE_SAGC, "eta": 2.0}
+
+
 @dataclass(frozen=True)
 class PromptSuite:
     """Seeds x policies in one world; ``world`` builds the world of a seed."""
@@ -235,7 +240,7 @@ class PromptSuite:
     steps: int = 128
     prompts: int = 4
     seeds: int = 100
-    sagc: dict[str, Any] = field(default_factory=lambda: dict(BASE_SAGC))
+    sagc: dict[str, Any] = field(default_factory=lambda: dict(PROMPT_SAGC))
     long_fraction: float = 0.25
     policies: tuple[Policy, ...] = POLICIES
     throughput: ThroughputConfig = field(default_factory=ThroughputConfig)

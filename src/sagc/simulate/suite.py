@@ -46,8 +46,8 @@ from sagc.simulate.sources import CachedSource
 #: Margin over delta within which a run counts as settled (and a 16-step run must end).
 SETTLE_MARGIN = 0.05
 
-#: The controller's base settings: the pipeline's default grid (tiny world, 16-step cells).
-BASE_SAGC = {"candidates": [4, 8, 16], "tau": 2.5, "delta": 0.3, "eta": 2.0}
+#: The controller's base settings: the pipeline's default grid (configs/default.yaml).
+BASE_SAGC = {"candidates": [4, 8, 16], "tau": 2.5, "delta": 0.3, "eta": 4.0}
 
 #: The variants compared: the paper's controller, each option alone, and both.
 VARIANTS: dict[str, dict[str, Any]] = {
