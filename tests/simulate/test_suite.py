@@ -8,6 +8,7 @@ import pytest
 from sagc.simulate import TraceStep, simulate, write_trace
 from sagc.simulate.cli import main as cli_main
 from sagc.simulate.suite import (
+    BASE_SAGC,
     SuiteConfig,
     run_metrics,
     run_world,
@@ -17,6 +18,15 @@ from sagc.simulate.suite import (
 )
 
 FAITHFUL_AND_FAST = {"sagc": {}, "sagc-fast": {"counterfactual": True, "selection": "constrained"}}
+
+
+def test_base_settings_are_the_default_grids():
+    # The suite studies the controller as the default grid runs it; a retuned grid must
+    # retune the study (and regenerate docs/controller.md's tables) too.
+    from tests.shipped_configs import CONFIG_DIR, raw_config
+
+    grid = raw_config((CONFIG_DIR / "default.yaml",))["sagc"]
+    assert {k: grid[k] for k in BASE_SAGC} == BASE_SAGC
 
 
 def test_settle_step_on_hand_built_flags():
