@@ -52,6 +52,8 @@ rule aggregate:
         **res("aggregate", mem_mb=4000, runtime=30),
     log:
         f"{ROOT}/logs/aggregate.log",
+    benchmark:
+        f"{ROOT}/benchmarks/aggregate.tsv",
     conda:
         "../../envs/analysis.yaml"
     script:

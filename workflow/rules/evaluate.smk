@@ -41,6 +41,8 @@ rule evaluate_cell:
         **res("evaluate", mem_mb=3000, runtime=30),
     log:
         f"{ROOT}/logs/eval/{CELL_DIR}.log",
+    benchmark:
+        f"{ROOT}/benchmarks/evaluate_cell/{CELL_DIR}.tsv",
     conda:
         "../../envs/eval.yaml"
     shell:
@@ -65,6 +67,8 @@ rule evaluate_base:
         **res("evaluate", mem_mb=3000, runtime=30),
     log:
         f"{ROOT}/logs/eval/{{model}}_base.log",
+    benchmark:
+        f"{ROOT}/benchmarks/evaluate_base/{{model}}.tsv",
     conda:
         "../../envs/eval.yaml"
     shell:

@@ -26,6 +26,8 @@ rule simulate:
         **res("simulate", mem_mb=2000, runtime=30),
     log:
         f"{ROOT}/logs/simulate.log",
+    benchmark:
+        f"{ROOT}/benchmarks/simulate.tsv",
     conda:
         "../../envs/analysis.yaml"
     shell:

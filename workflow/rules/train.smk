@@ -21,6 +21,8 @@ rule train:
         **res("train", mem_mb=3000, runtime=30),
     log:
         f"{ROOT}/logs/train/{CELL_DIR}.log",
+    benchmark:
+        f"{ROOT}/benchmarks/train/{CELL_DIR}.tsv",
     conda:
         "../../envs/train.yaml"
     script:

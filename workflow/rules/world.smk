@@ -15,6 +15,8 @@ if WORLD == "tiny":
             flags=cli_flags(config["tiny"]["data"]),
         log:
             f"{ROOT}/logs/tiny_data.log",
+        benchmark:
+            f"{ROOT}/benchmarks/tiny_data.tsv",
         conda:
             "../../envs/train.yaml"
         shell:
@@ -30,6 +32,8 @@ if WORLD == "tiny":
             data=lambda wc, input: os.path.dirname(input[0]),
         log:
             f"{ROOT}/logs/tiny_tokenizer.log",
+        benchmark:
+            f"{ROOT}/benchmarks/tiny_tokenizer.tsv",
         conda:
             "../../envs/train.yaml"
         shell:
@@ -48,7 +52,7 @@ if WORLD == "tiny":
         params:
             data=lambda wc, input: os.path.dirname(input.data),
             arch=lambda wc: config["models"][wc.model]["arch"],
-            seed=lambda wc: stable_seed(wc.model, "base", "base", "seed0"),
+            seed=lambda wc: stable_seed(wc.model, "base", "base", f"seed{config['tiny']['world_seed']}"),
             # tiny.model's flags, then the model's own tiny_model flags over them
             flags=lambda wc: cli_flags({**config["tiny"]["model"], **config["models"][wc.model].get("tiny_model", {})}),
         threads: 1
@@ -56,6 +60,8 @@ if WORLD == "tiny":
             **res("tiny_base_model", mem_mb=4000, runtime=30),
         log:
             f"{ROOT}/logs/tiny_base_model_{{model}}.log",
+        benchmark:
+            f"{ROOT}/benchmarks/tiny_base_model/{{model}}.tsv",
         conda:
             "../../envs/train.yaml"
         shell:
@@ -81,6 +87,8 @@ if WORLD == "tiny":
             flags=cli_flags(config["tiny"]["measure"]),
         log:
             f"{ROOT}/logs/tiny_stragglers_{{model}}.log",
+        benchmark:
+            f"{ROOT}/benchmarks/tiny_stragglers/{{model}}.tsv",
         conda:
             "../../envs/train.yaml"
         shell:

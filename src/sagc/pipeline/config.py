@@ -75,6 +75,10 @@ def check_semantics(config: dict[str, Any], source: str) -> None:
     if world == "hub" and not (config.get("hub", {}).get("train_dataset") or config.get("hub", {}).get("train_source")):
         problems.append("config key 'hub.train_dataset': world 'hub' needs a training dataset (or hub.train_source)")
 
+    tuned_on = sorted(set(config["seeds"]) & set(config.get("dev_seeds", [])))
+    if tuned_on:
+        problems.append(f"config key 'seeds': {tuned_on} are also dev_seeds (settings were tuned on them); "
+                        "report seeds must be fresh")
     problems += _sizing_problems(config)
     if problems:
         raise ConfigError(f"{source}: invalid config\n  " + "\n  ".join(problems))

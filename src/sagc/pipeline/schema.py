@@ -108,6 +108,10 @@ BLOCK_MODELS: dict[str, type[BaseModel]] = {"sagc": SAGCBlock, "sagc_prompt": SA
 
 
 class TinyBlock(_Block):
+    world_seed: int = Field(0, ge=0, description=(
+        "Which draw of the tiny world: seeds each base model's initialisation and warm start. Another "
+        "world seed is another world built by the same code (docs/replication.md checks the world's "
+        "structure over several)."))
     data: dict = Field({}, description="flags of `python -m sagc.tiny data`")
     model: dict = Field({}, description="flags of `python -m sagc.tiny base-model`")
     measure: dict = Field({}, description="flags of `python -m sagc.tiny measure`")
@@ -215,7 +219,15 @@ class PipelineConfig(_Block):
         "g<N> = fixed G=N; <policy> = a registered group-size policy (sagc = the controller); "
         "<policy>-<variant> = the policy with <block>_variants.<variant> applied."))
     seeds: list[int] = Field(..., min_length=1, json_schema_extra={"uniqueItems": True,
-                                                                   "items": {"type": "integer", "minimum": 0}})
+                                                                   "items": {"type": "integer", "minimum": 0}},
+                             description=("The report seeds: the grid trains every cell once per seed, and the "
+                                          "tables and headline report these. No setting may have been tuned "
+                                          "on them."))
+    dev_seeds: list[int] = Field([], json_schema_extra={"uniqueItems": True,
+                                                        "items": {"type": "integer", "minimum": 0}},
+                                 description=("Development seeds: those the config's settings were tuned on. "
+                                              "Declared so that they stay out of `seeds` (checked); the grid "
+                                              "never trains them unless a config lists them in `seeds`."))
     tiny: TinyBlock = Field({}, description="Parameters of the tiny world's build steps (world tiny only).")
     hub: HubBlock = Field({}, description="Datasets of the hub world.")
     train: TrainBlock
