@@ -48,13 +48,17 @@ def test_all_figures_written_non_empty_and_deterministic(world_copy):
         assert pdf.read_bytes().startswith(b"%PDF") and pdf.stat().st_size > 5_000, name
         first[name] = (png.read_bytes(), pdf.read_bytes())
     assert len(result.figures) == 2 * len(FIGURE_NAMES)
-    # Same data, same bytes (no timestamps): redraw two of them into another folder.
+    # Same data, same bytes (no timestamps): redraw every figure the aggregation wrote
+    # (one per name of sagc.aggregate.outputs, the Snakemake outputs) into another folder.
+    written = {p.stem for p in out.iterdir()}
+    assert written == set(FIGURE_NAMES) == set(FIGURES)
     again = root / "again"
     with sns.axes_style("whitegrid"), plt.rc_context(_RC):
-        for name in ("straggler_rate", "reward_vs_time"):
+        for name in sorted(written):
             png, pdf = save(FIGURES[name](result.collected), again, name)
             assert png.read_bytes() == first[name][0], name
             assert pdf.read_bytes() == first[name][1], name
+    assert sorted(p.name for p in again.iterdir()) == sorted(figure_files())
 
 
 def test_sizing_colours_are_consistent_across_figures(synthetic_world):

@@ -7,12 +7,14 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 from sagc.aggregate.api import aggregate
 from sagc.aggregate.collect import collect
 from sagc.aggregate.grid import parse_grid
 from sagc.aggregate.outputs import table_files, table_outputs
-from sagc.aggregate.tables import downstream_table, efficiency_table, headline_claims
+from sagc.aggregate.tables import downstream_table, efficiency_table
+from sagc.aggregate.verdicts import headline_claims
 
 SQRT2 = math.sqrt(2)
 
@@ -49,11 +51,12 @@ def test_efficiency_values_by_hand(collected):
     assert g4["wallclock_min_std"] == pytest.approx(0.2 / SQRT2)
     assert g16["wallclock_min_mean"] == pytest.approx(2.1)
     assert sagc["wallclock_min_mean"] == pytest.approx(1.3)
-    # speed-up vs the largest fixed G (g16), ratio of seed means
+    # speed-up vs the largest fixed G (g16): geometric mean over seeds of each seed's ratio
+    # (seed 0: 20 s / 12 s per step, seed 1: 22 / 14; g4: 20 / 10 and 22 / 12)
     assert set(f["speedup_reference"]) == {"g16"}
     assert g16["speedup"] == pytest.approx(1.0)
-    assert sagc["speedup"] == pytest.approx(2.1 / 1.3)
-    assert g4["speedup"] == pytest.approx(2.1 / 1.1)
+    assert sagc["speedup"] == pytest.approx(math.sqrt(20 / 12 * 22 / 14))
+    assert g4["speedup"] == pytest.approx(math.sqrt(20 / 10 * 22 / 12))
     # final reward = mean of the last 3 steps: seed 0 (0.4+0.5+0.6)/3, seed 1 +0.1
     assert sagc["final_reward_mean"] == pytest.approx(0.55)
     assert sagc["final_reward_std"] == pytest.approx(0.1 / SQRT2)
@@ -79,11 +82,14 @@ def test_efficiency_markdown_and_latex(collected):
     assert cells[5] == "0.0 [0.0, 0.0]"  # steps 4-6 of both seeds are quiet
     assert cells[7].startswith("20.0 [")  # decode steps: (4 x 30 + 8 x 15) / 12
     assert cells[8].startswith("1.44× [")  # g16: 11 x 30 + 15 = 345 decode steps; sagc 240
-    # Paired CPU and wall-clock ratios: 252 s / 156 s overall (seed 0: 20/12 per step,
-    # seed 1: 22/14), so the interval is narrow around 1.62 and well above 1.
-    assert cells[10].startswith("1.62× [1.5") and cells[12] == cells[10]
+    # Paired CPU and wall-clock ratios, one per seed (20/12 and 22/14): two seeds give one
+    # degree of freedom, so the interval is wide although both seeds agree closely.
+    logs = np.log([20 / 12, 22 / 14])
+    half = stats.t.ppf(0.975, 1) * logs.std(ddof=1) / math.sqrt(2)
+    low, high = math.exp(logs.mean() - half), math.exp(logs.mean() + half)
+    assert cells[10] == f"1.62× [{low:.2f}, {high:.2f}]" and cells[12] == cells[10]
     f = table.frame.set_index("sizing")
-    assert 1.5 < f.loc["sagc", "speedup_low"] < 252 / 156 < f.loc["sagc", "speedup_high"] < 1.7
+    assert f.loc["sagc", "speedup_low"] == pytest.approx(low) and f.loc["sagc", "speedup_high"] == pytest.approx(high)
     assert cells[11] == "1.30 ± 0.14"
     assert r"1.30 $\pm$ 0.14" in tex and r"1.62$\times$ [" in tex and r"\toprule" in tex
     assert r"Straggler rate (\%)" in tex
@@ -100,10 +106,13 @@ def test_downstream_values_by_hand(collected):
     assert g4["aime_accuracy_std"] == pytest.approx(0.02 / SQRT2)
     assert g4["gpqa_mean_output_tokens"] == pytest.approx(141.0)  # 100 + 100 * acc
     assert g4["mean_output_tokens"] == pytest.approx((111.0 + 141.0) / 2)
-    # The interval comes from the per-problem samples: 11 % of 200 problem evaluations.
-    assert g4["aime_accuracy_low"] < 0.11 < g4["aime_accuracy_high"]
+    # The interval is over the two seeds' accuracies (0.10 and 0.12), one degree of freedom.
+    half = stats.t.ppf(0.975, 1) * 0.02 / SQRT2 / SQRT2
+    assert g4["aime_accuracy_low"] == pytest.approx(0.11 - half)
+    assert g4["aime_accuracy_high"] == pytest.approx(0.11 + half)
     md = table.markdown()
-    assert "| tiny-a | base | - | 1/1 | 5.0 [" in md and "| 115.0 |" in md
+    # One base evaluation: no seeds to spread over, so lm-eval's standard error is shown.
+    assert "| tiny-a | base | - | 1/1 | 5.0 ± 1.0 |" in md and "| 115.0 |" in md
     assert "| tiny-a | grpo | g4 | 2/2 | 11.0 [" in md
 
 
@@ -124,30 +133,34 @@ def test_rate_intervals_stay_inside_zero_and_one():
     from sagc.aggregate import paired
     from sagc.aggregate.tables import step_interval
 
-    flags = [0, 0, 0, 0, 0, 0, 0, 1]  # one straggler in 8 steps
-    history = pd.DataFrame({metrics.STEP: range(1, 9), metrics.STRAGGLER: flags})
-    cell = SimpleNamespace(complete=True, cell=SimpleNamespace(seed=0), run=SimpleNamespace(history=history))
-    raw = paired.mean_interval([np.array(flags, dtype=float)])
-    assert raw.low < 0, "batch means 0, 0, 0, 0.5: the t interval reaches below 0"
-    iv = step_interval([cell], metrics.STRAGGLER)
-    assert (iv.estimate, iv.low, iv.high) == (0.125, 0.0, raw.high)
-    assert step_interval([cell], metrics.STEP).low == paired.mean_interval([np.arange(1.0, 9)]).low  # no range
+    def cell(seed, flags):
+        history = pd.DataFrame({metrics.STEP: range(1, 9), metrics.STRAGGLER: flags})
+        return SimpleNamespace(complete=True, cell=SimpleNamespace(seed=seed), run=SimpleNamespace(history=history))
+
+    quiet, one = [0] * 8, [0] * 7 + [1]  # seed rates 0, 0 and 1/8
+    cells = [cell(0, quiet), cell(1, quiet), cell(2, one)]
+    raw = paired.seed_interval([0.0, 0.0, 0.125])
+    assert raw.low < 0, "three seeds' rates 0, 0, 0.125: the t interval reaches below 0"
+    iv = step_interval(cells, metrics.STRAGGLER)
+    assert (iv.estimate, iv.low, iv.high, iv.n) == (pytest.approx(0.125 / 3), 0.0, raw.high, 3)
+    assert step_interval(cells, metrics.STEP).low == paired.seed_interval([4.5] * 3).low  # no range
 
 
-def test_headline_claims(collected):
+def test_headline_claims_on_two_seeds(collected):
     claims = {c.claim: c for c in headline_claims(collected)}
-    assert {c.pair for c in claims.values()} == {"tiny-a GRPO, sagc vs g16 (2 seeds, 12 paired steps)"}
+    assert {c.pair for c in claims.values()} == {"tiny-a GRPO, sagc vs g16"}
+    # Per seed: g16 straggles in 5/6 and 6/6 steps, sagc in 2/6 twice: differences -3/6, -4/6.
+    # Two seeds are one degree of freedom: t(0.975, 1) = 12.7, so nothing can hold.
     fewer = claims["fewer stragglers"]
-    assert fewer.verdict == "holds" and "91.7% → 33.3%" in fewer.detail and "-58.3 pts [" in fewer.detail
-    cheaper = claims["cheaper (decode steps)"]
-    assert cheaper.verdict == "holds" and "cost speed-up 1.44× [" in cheaper.detail
-    # Rewards are identical step by step (0.1 x step + 0.1 x seed for every sizing).
-    reward = claims["reward not worse (margin 0.05)"]
-    assert reward.verdict == "holds" and "+0.000 [+0.000, +0.000]" in reward.detail
-    # sagc is right on 10 more problems of 100 than g16, in both seeds and both tasks.
+    assert fewer.interval.n == 2 and fewer.interval.estimate == pytest.approx(-7 / 12)
+    assert fewer.verdict == "inconclusive" and "91.7% → 33.3%" in fewer.detail
+    assert fewer.interval.low < -1 and fewer.interval.high > 0
+    # sagc is right on 10 more problems of 100 than g16 in both seeds: the same difference
+    # twice, a point interval far above -5 points.
     for task in ("aime", "gpqa"):
         acc = claims[f"{task} accuracy not worse (margin 5 pts)"]
-        assert acc.verdict == "holds" and "+10.0 pts [" in acc.detail and "200 paired" in acc.detail
+        assert acc.interval.estimate == pytest.approx(0.10) and acc.interval.low == pytest.approx(0.10)
+        assert acc.verdict == "holds"
 
 
 def test_aggregate_writes_documented_files(world_copy):
@@ -166,4 +179,7 @@ def test_aggregate_writes_documented_files(world_copy):
     assert row["straggler_rate"] == pytest.approx(5 / 6)
     assert row["wallclock_s"] == pytest.approx(120.0)
     csv = pd.read_csv(tables / "efficiency.csv")
-    assert csv.loc[csv["sizing"] == "sagc", "speedup"].iloc[0] == pytest.approx(2.1 / 1.3, rel=1e-5)
+    assert csv.loc[csv["sizing"] == "sagc", "speedup"].iloc[0] == pytest.approx(math.sqrt(20 / 12 * 22 / 14), rel=1e-5)
+    headline = pd.read_csv(tables / "headline.csv")
+    assert set(headline["claim"]) >= {"fewer stragglers", "cheaper (decode steps)"}
+    assert set(headline["verdict"]) <= {"holds", "fails", "inconclusive"}

@@ -160,21 +160,80 @@ def test_group_scope_catches_a_straggler_hidden_in_the_step():
     assert group.straggler and group.ratio == pytest.approx(3.0)
 
 
-def test_fixed_group_size_measures_like_sagc():
+def _measurement_batches() -> list:
+    """Length batches (grouped by prompt) covering what the straggler test must get right."""
     rng = np.random.default_rng(0)
-    fixed = FixedGroupSize(8)
+    cap = 24  # a length cap: truncated rows sit exactly at it
+    batches = [
+        [[10, 10, 10, 10], [10, 10, 10, 20]],  # max/median exactly 2.0: a tie with tau = 2
+        [[10, 10, 10, 10], [10, 10, 10, 21]],  # just over tau = 2
+        [[10, 10, 10, 30]],  # max/median exactly 3.0: a tie with tau = 3
+        [[1, 2, 3, 6]],  # even count: true median 2.5 (ratio 2.4), lower middle 2 (ratio 3)
+        [[5, 5, 5, 5], [5, 5, 5, 5]],  # all lengths tied
+        [[7], [7], [30]],  # one-row groups: each group's ratio is 1, the step's is 30/7
+        [[12], [3, 3, 40]],  # a one-row group next to a straggling group
+        [[10, 10, 30], [30, 30, 30, 30, 30]],  # a straggler hidden in the step (group scope sees it)
+        [[cap, 3, 4, cap], [2, cap, cap, cap]],  # truncated-like rows at the cap, majority long
+        [[cap, 2, 3, 2], [3, 2, 2, 2]],  # one truncated row over short ones
+        [[0, 0, 0, 0]],  # empty completions: median floored at one token
+        [[0, 0, 0, 5]],
+        [[3.0, 4.0], [], [9.0, 8.0]],  # an empty group among others
+        np.array([[4.0, 5.0, 6.0, 30.0], [5.0, 5.0, 5.0, 5.0]]),  # a 2-D array
+    ]
+    for _ in range(25):  # long-tailed lengths, some capped
+        x = np.minimum(np.round(rng.lognormal(2.3, 0.7, size=(3, 8))), cap)
+        batches.append(x.tolist())
+    return batches
+
+
+MEASURED = ("step", "group_size", "n_groups", "n_rollouts", "length_max", "length_median",
+            "length_mean", "ratio", "straggler", "straggler_rate", "skipped")  # fmt: skip
+
+
+@pytest.mark.parametrize("scope", ["step", "group"])
+@pytest.mark.parametrize("tau", [2.0, 3.0])
+def test_fixed_group_size_measures_like_sagc(scope, tau):
+    """FixedGroupSize reports every step's measurement exactly as SAGCController does."""
+    batches = _measurement_batches()
+    fixed = FixedGroupSize(8, tau=tau, scope=scope)
+    # One candidate: SAGC's G is 8 at every step, so only the measurement can differ.
+    sagc = SAGCController(SAGCConfig(candidates=(8,), tau=tau, scope=scope, seed=0))
     flags = []
-    for _ in range(50):
-        lengths = rng.lognormal(3, 0.6, size=(3, 8)).tolist()
-        rec = fixed.observe(lengths)
-        flat = np.ravel(lengths)
-        flags.append(rec.straggler)
-        assert rec.straggler == (flat.max() / np.median(flat) > 2.0)
-        assert fixed.next_group_size() == 8
-    assert rec.straggler_rate == pytest.approx(np.mean(flags))
+    for lengths in batches:
+        assert fixed.next_group_size() == sagc.next_group_size() == 8
+        a, b = fixed.observe(lengths), sagc.observe(lengths)
+        assert {k: getattr(a, k) for k in MEASURED} == {k: getattr(b, k) for k in MEASURED}, lengths
+        flags.append(a.straggler)
+    # A skipped step (no lengths) is skipped by both, and counts for neither.
+    with pytest.warns(RuntimeWarning):
+        a, b = fixed.observe([[], []]), sagc.observe([[], []])
+    assert a.skipped and b.skipped and (a.step, a.straggler_rate) == (b.step, b.straggler_rate)
+    assert a.step == len(batches)
+    # The batches exercise both outcomes of the straggler test under this tau and scope.
+    assert True in flags and False in flags
+    assert a.straggler_rate == sagc.straggler_rate == sum(flags) / len(batches)
+
+
+def test_measurement_batches_tell_the_scopes_and_taus_apart():
+    """The comparison above is not vacuous: scope and tau change some verdicts and ratios."""
+    def verdicts(**kw):
+        ctrl = FixedGroupSize(8, **kw)
+        return [(r.straggler, r.ratio) for r in map(ctrl.observe, _measurement_batches())]
+
+    step, group = verdicts(scope="step"), verdicts(scope="group")
+    assert [s for s, _ in step] != [s for s, _ in group]
+    assert [s for s, _ in verdicts(tau=2.0)] != [s for s, _ in verdicts(tau=3.0)]
+
+
+def test_fixed_group_size_state_round_trips():
+    fixed = FixedGroupSize(8)
+    for lengths in _measurement_batches():
+        fixed.observe(lengths)
     other = FixedGroupSize(8)
     other.load_state_dict(json.loads(json.dumps(fixed.state_dict())))
     assert other.state_dict() == fixed.state_dict()
+    # The restored counts carry on: the next step's rate is the same in both.
+    assert other.observe([[1, 1, 1, 9]]).straggler_rate == fixed.observe([[1, 1, 1, 9]]).straggler_rate
     with pytest.raises(ValueError, match="FixedGroupSize\\(8\\)"):
         FixedGroupSize(16).load_state_dict(fixed.state_dict())
 

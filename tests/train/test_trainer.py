@@ -28,11 +28,21 @@ def _recording_trainer_cls():
     from sagc.train.trainer import SAGCGRPOTrainer
 
     class Recording(SAGCGRPOTrainer):
-        """Keeps each step's G, per-round rewards and the scored batch TRL returned."""
+        """Keeps each step's G, per-round rewards, the scored batch TRL returned, the
+        completion lengths of every generate call of the step (counted here, at the call)
+        and the record the group sizer returned for the step."""
 
         recorded: list
+        generated: list
+
+        def _generate(self, prompts):
+            result = super()._generate(prompts)
+            if self.model.training:
+                self.generated.append([len(ids) for ids in result[1]])
+            return result
 
         def _generate_and_score_completions(self, inputs):
+            n_calls = len(self.generated)
             out = super()._generate_and_score_completions(inputs)
             if self.model.training:
                 self.recorded.append({
@@ -40,10 +50,13 @@ def _recording_trainer_cls():
                     "rewards": [r.clone() for r in self._current.rewards],
                     "advantages": out["advantages"].detach().cpu().clone(),
                     "completion_mask": out["completion_mask"].detach().cpu().clone(),
+                    "generate": self.generated[n_calls:],
+                    "observed": self._current.record,
                 })  # fmt: skip
             return out
 
     Recording.recorded = []
+    Recording.generated = []
     return Recording
 
 
@@ -52,7 +65,7 @@ def _build(cfg_dict, **kw):
 
     cls = _recording_trainer_cls()
     trainer = build_trainer(TrainConfig.from_dict(cfg_dict), trainer_cls=cls, **kw)
-    trainer.recorded = []
+    trainer.recorded, trainer.generated = [], []
     return trainer
 
 
@@ -127,15 +140,30 @@ def test_dynamic_sampling_drops_zero_variance_groups_and_refills(make_cell, tmp_
 
     # Replay the prompt stream: which prompts each round drew, and what DS must do.
     stream = PromptStream(train_world["n_prompts"], seed=seed)
-    for h, rec in zip(trainer.history, trainer.recorded):
-        kept, dropped, rounds, need = 0, 0, 0, p
+    assert len(trainer.history) == len(trainer.recorded) == len(trainer.steps) == 3
+    for h, rec, result in zip(trainer.history, trainer.recorded, trainer.steps):
+        kept, dropped, rounds, need, drawn = 0, 0, 0, p, []
         while True:
             ids = stream.take(need)
+            drawn.append(ids)
             good = sum(i % 2 == 1 for i in ids)
             kept, dropped = kept + good, dropped + len(ids) - good
             if kept == p or rounds == max_rounds:
                 break
             rounds, need = rounds + 1, p - kept
+        # One generate call per round (the first and every refill), each of G rows per
+        # prompt that round drew.
+        gen = rec["generate"]
+        assert [len(c) for c in gen] == [g * len(ids) for ids in drawn]
+        assert h["generate_calls"] == len(h["calls"]) == len(gen)
+        # All rollouts generated in the step (every round, dropped groups included)
+        # reached the controller, in one observation.
+        every = [n for call in gen for n in call]
+        observed = rec["observed"]
+        assert observed.n_rollouts == len(every) and observed.n_groups == sum(len(ids) for ids in drawn)
+        assert observed.length_max == max(every) and observed.length_median == np.median(every)
+        assert [n for group in result.lengths for n in group] == every
+        assert result.prompt_ids == [i for ids in drawn for i in ids]
         assert h["ds_rounds"] == rounds
         assert h["ds_dropped_groups"] == dropped
         assert h["ds_filled_groups"] == p - kept
@@ -144,8 +172,8 @@ def test_dynamic_sampling_drops_zero_variance_groups_and_refills(make_cell, tmp_
         adv = rec["advantages"].numpy().reshape(p, g)
         informative = np.abs(adv).sum(axis=1) > 0
         assert informative.sum() == kept  # only filled groups (cap reached) have zero advantage
-        # All rollouts generated in the step (every round) reached the controller.
-        assert trainer.group_sizer.state_dict()["step"] >= 1
+    # Exactly one observation per step: not one per round, none skipped.
+    assert trainer.group_sizer.state_dict()["step"] == len(trainer.history)
     assert any(h["ds_rounds"] > 0 for h in trainer.history)
     assert all(math.isfinite(h["loss"]) for h in trainer.history)
 

@@ -120,7 +120,7 @@ def aggregate_inputs():
     """`cell_outputs()`. With `aggregate.allow_partial` only the ones present now:
     `snakemake aggregate` then tabulates what exists and marks the rest as missing (after
     a `--keep-going` run in which some cells failed)."""
-    files = cell_outputs()
+    files = cell_outputs() + world_reports()  # the reports pick the best static G
     if config["aggregate"].get("allow_partial", False):
         return [f for f in files if os.path.exists(f)]
     return files

@@ -7,6 +7,9 @@ Shape (keys not listed are rejected, so a typo does not silently fall back to a 
      "last_k": 5,                            # final reward = mean of the last k steps
      "allow_partial": false,                 # mark missing cells instead of failing
      "tau": 2.0,                             # optional: straggler threshold, drawn in figures
+     "delta": 0.3,                           # optional: budget that picks the best static G
+     "budgets": {"sagc": 0.3},               # optional: each controller's own budget
+     "straggler_reports": {"tiny-qwen2": ".../models/tiny-qwen2/stragglers.json"},
      "wandb": {"source": "offline"}          # or {"source": "online", "entity": ...,
                                              #     "project": ..., "group": ...}
      "cells": [{"id": "tiny-qwen2/grpo/g4/seed0", "model": "tiny-qwen2", "algorithm": "grpo",
@@ -90,6 +93,12 @@ class Grid(Section):
     last_k: PositiveInt = Field(5, description="final reward = mean of the last k steps")
     allow_partial: Flag = Field(False, description="mark missing cells instead of failing")
     tau: Optional[Number(gt=0.0)] = Field(None, description="straggler threshold, drawn in figures")
+    delta: Optional[Number(gt=0.0, lt=1.0)] = Field(
+        None, description="straggler budget that picks the best static G from the base models' reports")
+    budgets: dict[str, Number(gt=0.0, lt=1.0)] = Field(
+        default_factory=dict, description="controller sizing -> the budget delta it keeps (its claim)")
+    straggler_reports: dict[str, RootedPath] = Field(
+        default_factory=dict, description="model -> the base model's straggler report (stragglers.json)")
 
     @model_validator(mode="after")
     def _cell_ids_are_unique(self) -> "Grid":

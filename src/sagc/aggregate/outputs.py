@@ -12,7 +12,7 @@ from pathlib import Path
 TABLE_NAMES = ("efficiency", "downstream")
 TABLE_FORMATS = ("csv", "md", "tex")
 #: Further files in ``tables_dir``: the headline lines, per-seed detail, missing cells.
-EXTRA_TABLE_FILES = ("headline.md", "efficiency_cells.csv", "downstream_cells.csv", "missing.json")
+EXTRA_TABLE_FILES = ("headline.md", "headline.csv", "efficiency_cells.csv", "downstream_cells.csv", "missing.json")
 
 #: Figures in ``figures_dir``: PNG (200 dpi) + PDF each.
 FIGURE_NAMES = (

@@ -1,35 +1,29 @@
-"""Paired comparisons of a controller against the reference fixed G, with 95 % intervals.
+"""Seed-level intervals: a training run is the unit of every interval in the tables.
+
+Why seeds: two runs of one cell differ by far more than the steps or problems inside one
+run suggest (a seed draws the prompt stream, the sampling and the controller's Thompson
+draws, and a run's steps carry G and the policy over). So steps and problems only sharpen
+a seed's own summary; they never add degrees of freedom.
 
 Why paired: the cells of one seed share their prompt stream (``Cell.train_seed`` ignores
-the sizing), so with a fixed number of prompts per step, step t of ``sagc`` and step t of
-``g16`` train on the same prompts, and both final models are evaluated on the same
-problems. Differences are taken inside a pair — the prompt's difficulty cancels — and
-only then averaged.
+the sizing), so a controller and a fixed G of the same seed train on the same prompts
+(DAPO's refills let the streams drift apart after the first refill) and are evaluated on
+the same problems. A comparison takes one number per seed — the controller's summary
+minus (or over) the reference's — and then treats those S numbers as S independent draws.
 
-Units and intervals (*batch means*, the standard interval for autocorrelated series):
+Each interval (``seed_interval``) is Student's t over the S per-seed values, S - 1 degrees
+of freedom (``scipy.stats.ttest_1samp``), with its two-sided p-value against the claim's
+null value, and the smallest effect the test detects with 80 % power at a given level
+(``statsmodels`` ``TTestPower``): a claim with a large ``mde`` was not powered to see a
+smaller effect, whatever its verdict.
 
-* **per step** (straggler flag, decode steps, CPU seconds, reward): the paired series of
-  every seed. Steps of one run are not independent (G and the policy carry over), so each
-  seed's series is cut into ``BATCHES`` consecutive batches (8 steps each in a 32-step
-  run); the batch means are close to independent, and the interval is Student's t over
-  all seeds' batch means (``seeds x BATCHES - 1`` degrees of freedom). Speed-ups are
-  ratios of summed costs: the same batches, with the ratio's linearised standard error.
-  Checked by simulation (``tests/aggregate/test_paired.py``): paired AR(1) differences
-  with lag-1 correlation 0.5, 2 seeds x 32 steps, cover the true mean in ~95 % of runs
-  (a moving-block bootstrap gave ~82 %). With DAPO the prompt streams drift apart after
-  the first refill round (refills draw extra prompts), so DAPO pairs are looser than
-  GRPO pairs; the interval stays valid, only wider.
-* **per problem** (evaluation accuracy): the paired per-problem scores (avg@k) of the two
-  models; problems are independent draws, so each problem is its own batch.
+The per-seed values:
 
-A claim's verdict at 95 % (``verdict_difference`` / ``verdict_not_worse``):
-
-* a *difference* claim ("fewer stragglers", "cheaper") **holds** when the whole interval
-  lies on the claimed side of no-difference, **fails** when it lies wholly on the other
-  side, and is **inconclusive** otherwise;
-* a *not worse* claim (reward, accuracy) is a non-inferiority test at a stated margin
-  m: it **holds** when the lower end exceeds -m, **fails** when the upper end is below 0
-  (significantly worse), and is **inconclusive** otherwise.
+* a rate or a per-step mean (straggler flag, reward): the mean over the run's steps;
+* a cost speed-up: log(summed reference cost / summed controller cost) per seed; the
+  interval is computed on the log scale and shown as ``exp`` (a geometric mean speed-up);
+* accuracy: the mean over problems of the per-problem paired difference of avg@k scores
+  (the samples per problem and the problems sharpen it; the seed is the unit).
 """
 
 from __future__ import annotations
@@ -44,126 +38,83 @@ from typing import Sequence
 import numpy as np
 from scipy import stats
 
-#: Batches per seed for per-step series.
-BATCHES = 4
-#: Confidence level of every interval.
+#: Confidence level of every interval; a two-sided test at 1 - LEVEL matches it.
 LEVEL = 0.95
-#: Non-inferiority margins of the "not worse" claims (absolute: reward units, accuracy).
-REWARD_MARGIN = 0.05
-ACCURACY_MARGIN = 0.05
-
-HOLDS, FAILS, INCONCLUSIVE = "holds", "fails", "inconclusive"
+#: Power at which the minimal detectable effect is stated.
+POWER = 0.8
 
 
 @dataclass(frozen=True)
 class Interval:
-    """A point estimate with its ``LEVEL`` interval over ``n`` (paired) units."""
+    """A point estimate with its ``LEVEL`` interval over ``n`` seeds.
+
+    ``p`` is the two-sided p-value against ``null`` (NaN when fewer than 2 seeds or no
+    spread); ``sd`` the seeds' sample standard deviation; ``log`` marks an interval computed
+    on the log scale and shown exponentiated (speed-ups)."""
 
     estimate: float
     low: float
     high: float
     n: int
+    null: float = 0.0
+    p: float = math.nan
+    sd: float = math.nan
+    log: bool = False
 
     def clipped(self, low: float, high: float) -> "Interval":
         """The interval cut to a parameter's range (a rate's interval ends inside [0, 1])."""
-        return Interval(self.estimate, max(self.low, low), min(self.high, high), self.n)
+        return Interval(self.estimate, max(self.low, low), min(self.high, high), self.n,
+                        self.null, self.p, self.sd, self.log)  # fmt: skip
 
     def text(self, fmt: str = ".3f", scale: float = 1.0, suffix: str = "") -> str:
         if math.isnan(self.estimate):
             return "n/a"
-        f = lambda v: format(v * scale, fmt)  # noqa: E731
+        f = lambda v: "n/a" if math.isnan(v) else format(v * scale, fmt)  # noqa: E731
         return f"{f(self.estimate)}{suffix} [{f(self.low)}, {f(self.high)}]"
 
+    def mde(self, alpha: float = 1 - LEVEL, power: float = POWER) -> float:
+        """The smallest true effect (distance from ``null``, in the shown units; for a
+        log-scale interval, the speed-up factor) that a two-sided t test at ``alpha`` on
+        these seeds detects with ``power``, given their observed spread."""
+        if self.n < 2 or not math.isfinite(self.sd):
+            return math.nan
+        from statsmodels.stats.power import TTestPower
 
-def _batches(series: np.ndarray, batches: int | None) -> list[np.ndarray]:
-    """``series`` cut into ``batches`` consecutive parts (None: one unit per part)."""
-    n = series.size
+        d = TTestPower().solve_power(effect_size=None, nobs=self.n, alpha=alpha, power=power,
+                                     alternative="two-sided")  # fmt: skip
+        effect = float(d) * self.sd
+        return math.exp(effect) if self.log else effect
+
+
+def seed_interval(values: Sequence[float], null: float = 0.0) -> Interval:
+    """Mean of per-seed ``values`` with its t interval (S - 1 degrees of freedom) and the
+    two-sided p-value against ``null``. NaN values (a seed without the statistic) drop out."""
+    x = np.asarray([v for v in values if v is not None and math.isfinite(v)], dtype=float)
+    n = int(x.size)
     if n == 0:
-        return []
-    k = n if batches is None else max(1, min(batches, n))
-    return [part for part in np.array_split(series, k) if part.size]
+        return Interval(math.nan, math.nan, math.nan, 0, null)
+    mean = float(x.mean())
+    if n == 1:
+        return Interval(mean, math.nan, math.nan, 1, null)
+    sd = float(x.std(ddof=1))
+    if sd <= 1e-12 * max(1.0, abs(mean)):  # equal up to rounding (a t statistic would be noise)
+        sd = 0.0
+    if sd == 0.0:
+        # Every seed gave the same value: a point interval, and no test to make.
+        p = 0.0 if mean != null else 1.0
+        return Interval(mean, mean, mean, n, null, p, 0.0)
+    res = stats.ttest_1samp(x, popmean=null)
+    ci = res.confidence_interval(LEVEL)
+    return Interval(mean, float(ci.low), float(ci.high), n, null, float(res.pvalue), sd)
 
 
-def _interval(estimate: float, se: float, dof: int, n: int) -> Interval:
-    if dof < 1 or not math.isfinite(se):
-        return Interval(estimate, math.nan, math.nan, n)
-    half = float(stats.t.ppf(1 - (1 - LEVEL) / 2, dof)) * se
-    return Interval(estimate, estimate - half, estimate + half, n)
-
-
-def mean_interval(strata: Sequence[np.ndarray], batches: int | None = BATCHES) -> Interval:
-    """Mean of the pooled units of ``strata`` (one array per seed) with its t interval over
-    the strata's batch means (``batches`` per stratum; None: every unit its own batch)."""
-    strata = [np.asarray(x, dtype=float) for x in strata]
-    units = np.concatenate(strata) if strata else np.array([])
-    if units.size == 0:
-        return Interval(math.nan, math.nan, math.nan, 0)
-    means = np.array([b.mean() for x in strata for b in _batches(x, batches)])
-    sizes = np.array([b.size for x in strata for b in _batches(x, batches)], dtype=float)
-    estimate = float(units.mean())
-    # Batches may differ in size by one step: weight them by size.
-    w = sizes / sizes.sum()
-    k = means.size
-    se = math.sqrt(float(np.sum(w**2 * (means - estimate) ** 2)) * k / (k - 1)) if k > 1 else math.nan
-    return _interval(estimate, se, k - 1, int(units.size))
-
-
-def difference_interval(strata: Sequence[tuple[np.ndarray, np.ndarray]], batches: int | None = BATCHES) -> Interval:
-    """mean(ctrl - ref) over paired ``(ref, ctrl)`` series, one pair per seed."""
-    diffs = []
-    for ref, ctrl in strata:
-        ref, ctrl = _paired(ref, ctrl)
-        diffs.append(ctrl - ref)
-    return mean_interval(diffs, batches)
-
-
-def ratio_interval(strata: Sequence[tuple[np.ndarray, np.ndarray]], batches: int | None = BATCHES) -> Interval:
-    """sum(ref) / sum(ctrl) over paired cost series (the speed-up of ctrl), with the ratio
-    estimator's linearised standard error over batch sums."""
-    pairs = [_paired(r, c) for r, c in strata]
-    ref_b = np.array([b.sum() for r, _ in pairs for b in _batches(r, batches)])
-    ctrl_b = np.array([b.sum() for _, c in pairs for b in _batches(c, batches)])
-    n = int(sum(r.size for r, _ in pairs))
-    if ctrl_b.size == 0 or ctrl_b.sum() <= 0:
-        return Interval(math.nan, math.nan, math.nan, n)
-    ratio = float(ref_b.sum() / ctrl_b.sum())
-    k = ref_b.size
-    if k < 2:
-        return Interval(ratio, math.nan, math.nan, n)
-    z = ref_b - ratio * ctrl_b
-    se = float(z.std(ddof=1)) / math.sqrt(k) / float(ctrl_b.mean())
-    return _interval(ratio, se, k - 1, n)
-
-
-def _paired(ref, ctrl) -> tuple[np.ndarray, np.ndarray]:
-    ref, ctrl = np.asarray(ref, dtype=float), np.asarray(ctrl, dtype=float)
-    if ref.shape != ctrl.shape:
-        raise ValueError(f"paired series differ in length: {ref.size} vs {ctrl.size}")
-    return ref, ctrl
-
-
-def verdict_difference(iv: Interval, claimed_side: str, null: float = 0.0) -> str:
-    """``claimed_side`` "below" (e.g. fewer stragglers: ctrl - ref < 0) or "above"
-    (e.g. speed-up > 1) of ``null``."""
-    if claimed_side not in ("below", "above"):
-        raise ValueError(f"claimed_side must be 'below' or 'above', got {claimed_side!r}")
-    if math.isnan(iv.low):
-        return INCONCLUSIVE
-    below, above = iv.high < null, iv.low > null
-    if claimed_side == "below":
-        return HOLDS if below else FAILS if above else INCONCLUSIVE
-    return HOLDS if above else FAILS if below else INCONCLUSIVE
-
-
-def verdict_not_worse(iv: Interval, margin: float) -> str:
-    """Non-inferiority of ctrl - ref at ``margin`` (see the module docstring)."""
-    if margin < 0:
-        raise ValueError(f"margin must be >= 0, got {margin}")
-    if math.isnan(iv.low):
-        return INCONCLUSIVE
-    if iv.low > -margin:
-        return HOLDS
-    return FAILS if iv.high < 0 else INCONCLUSIVE
+def ratio_interval(pairs: Sequence[tuple[float, float]]) -> Interval:
+    """The speed-up ``ref / ctrl`` from per-seed summed costs ``(ref, ctrl)``: the t
+    interval of log(ref / ctrl) over seeds, exponentiated (1.0 = no speed-up)."""
+    logs = [math.log(r / c) for r, c in pairs if r > 0 and c > 0]
+    iv = seed_interval(logs, null=0.0)
+    e = lambda v: math.exp(v) if math.isfinite(v) else math.nan  # noqa: E731
+    return Interval(e(iv.estimate), e(iv.low), e(iv.high), iv.n, 1.0, iv.p, iv.sd, log=True)
 
 
 # --------------------------------------------------------------------------- pairing

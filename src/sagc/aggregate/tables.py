@@ -1,18 +1,20 @@
-"""The paper's tables: training efficiency, downstream accuracy, and the headline lines.
+"""The paper's tables: training efficiency, downstream accuracy, and the headline.
 
 Each table is written as CSV (numbers: mean and std over seeds, and the 95 % interval as
 ``_low``/``_high`` where one is computed, in separate columns, empty where a value is
 missing — never zero), Markdown and LaTeX (display strings). Rows are one model x
 algorithm x sizing, aggregated over seeds (see ``sagc.aggregate.stats`` for every
-definition). Per-step quantities (straggler rates, decode steps, reward) show
-``mean [95 % interval]`` (batch means over the seeds' steps); speed-ups against
-the reference fixed G are paired by seed and step (``sagc.aggregate.paired``); run totals
-(wall-clock) show ``mean ± std`` over seeds. Incomplete cells are never dropped: a row shows ``k/n`` seeds and a
-note names each missing cell and why; a row without any complete seed reads ``missing``.
+definition). Every interval treats a training run (seed) as its unit
+(``sagc.aggregate.paired``): per-step quantities (straggler rates, decode steps, reward)
+show ``mean [95 % interval]`` over the seeds' own means; speed-ups against the reference
+fixed G are paired by seed; run totals (wall-clock) show ``mean ± std`` over seeds. The
+headline's claims and verdicts come from ``sagc.aggregate.verdicts``. Incomplete cells are
+never dropped: a row shows ``k/n`` seeds and a note names each missing cell and why; a row
+without any complete seed reads ``missing``.
 
 Files (in ``tables_dir``): ``efficiency.{csv,md,tex}``, ``downstream.{csv,md,tex}``,
-``headline.md``, plus the per-seed detail ``efficiency_cells.csv`` and
-``downstream_cells.csv``.
+``headline.md`` and ``headline.csv`` (one row per claim), plus the per-seed detail
+``efficiency_cells.csv`` and ``downstream_cells.csv``.
 """
 
 from __future__ import annotations
@@ -25,12 +27,13 @@ import numpy as np
 import pandas as pd
 
 from sagc import metrics
-from sagc.aggregate import paired
+from sagc.aggregate import paired, verdicts
 from sagc.aggregate.collect import CellResult, Collected
 from sagc.aggregate.grid import TIME_UNITS
 from sagc.aggregate.palette import sizing_order
 from sagc.aggregate.render import latex_table, markdown_table
 from sagc.aggregate.stats import MeanStd, reference_sizing
+from sagc.aggregate.verdicts import histories, paired_differences, paired_totals, seed_means, steps_of
 from sagc.controller import fixed_group_size
 
 MISSING = "missing"
@@ -52,7 +55,7 @@ _EFF_COLUMNS = (
     ("rollout_share", "Rollout share (%)", "pct"),
 )
 
-#: Per-step statistics shown with a batch-means interval: stat -> (metric, which steps).
+#: Per-step statistics shown with a seed-level interval: stat -> (metric, which steps).
 _STEP_INTERVALS = {
     "straggler_rate": (metrics.STRAGGLER, "all"),
     "straggler_rate_second_half": (metrics.STRAGGLER, "second_half"),
@@ -153,49 +156,27 @@ def _missing_cells(rs) -> str:
 # --------------------------------------------------------------------------- efficiency
 
 
-def _histories(rs: list[CellResult]) -> dict[int, pd.DataFrame]:
-    """Seed -> step-sorted history of every complete cell."""
-    return {r.cell.seed: r.run.history.sort_values(metrics.STEP) for r in rs if r.complete}
-
-
-def _steps(history: pd.DataFrame, which: str, last_k: int) -> pd.DataFrame:
-    """The steps of a history that a statistic reads: all, second_half, first_quarter,
-    last_quarter (by step number against the last step) or last_k."""
-    step = pd.to_numeric(history[metrics.STEP])
-    if which == "second_half":
-        return history[step > step.max() / 2]
-    if which == "first_quarter":
-        return history[step <= step.max() / 4]
-    if which == "last_quarter":
-        return history[step > step.max() * 3 / 4]
-    return history.iloc[-last_k:] if which == "last_k" else history
-
-
 #: Ranges of per-step metrics whose intervals must stay inside them (a 0/1 flag's rate).
 _RANGES = {metrics.STRAGGLER: (0.0, 1.0)}
 
 
 def step_interval(rs: list[CellResult], metric: str, which: str = "all", last_k: int = 5) -> paired.Interval:
-    """Mean of a per-step metric over the seeds' steps (``which``: all, second_half,
-    last_k) with its batch-means interval (``sagc.aggregate.paired``), cut to the metric's
-    range."""
-    strata = []
-    for h in _histories(rs).values():
-        strata.append(pd.to_numeric(_steps(h, which, last_k)[metric], errors="coerce").dropna().to_numpy(float))
-    iv = paired.mean_interval(strata)
+    """Mean over seeds of each seed's mean of a per-step metric (``which``: all,
+    second_half, first_quarter, last_quarter, last_k) with its seed-level t interval
+    (``sagc.aggregate.paired``), cut to the metric's range."""
+    iv = paired.seed_interval(list(seed_means(rs, metric, which, last_k).values()))
     return iv.clipped(*_RANGES[metric]) if metric in _RANGES else iv
 
 
-def paired_interval(ref_rs: list[CellResult], ctrl_rs: list[CellResult], metric: str, statistic,
-                    which: str = "all", last_k: int = 5) -> paired.Interval:
-    """``statistic`` (``paired.difference_interval`` or ``paired.ratio_interval``) over the
-    steps (``which``, as in ``step_interval``) both cells of each seed logged."""
-    ref_h, ctrl_h = _histories(ref_rs), _histories(ctrl_rs)
-    strata = [
-        paired.paired_steps(_steps(ref_h[seed], which, last_k), _steps(ctrl_h[seed], which, last_k), metric)
-        for seed in sorted(ref_h.keys() & ctrl_h.keys())
-    ]
-    return statistic(strata)
+def difference(ref_rs: list[CellResult], ctrl_rs: list[CellResult], metric: str, which: str = "all",
+               last_k: int = 5) -> paired.Interval:
+    """Mean over seeds of each seed's paired mean difference (ctrl - ref) of a per-step metric."""
+    return paired.seed_interval(paired_differences(ref_rs, ctrl_rs, metric, which, last_k))
+
+
+def speedup(ref_rs: list[CellResult], ctrl_rs: list[CellResult], metric: str) -> paired.Interval:
+    """The geometric mean over seeds of summed ref cost / summed ctrl cost (paired steps)."""
+    return paired.ratio_interval(paired_totals(ref_rs, ctrl_rs, metric))
 
 
 def _efficiency_stats(rs: list[CellResult], divisor: float, last_k: int = 5) -> dict:
@@ -223,10 +204,9 @@ def efficiency_table(collected: Collected) -> Table:
         ref = reference_sizing(s for m, a, s, _ in grouped if (m, a) == (model, algo))
         refs.add(ref)
         speedups = {
-            name: (paired_interval(by_key[(model, algo, ref)], rs, metric, paired.ratio_interval)
-                   if ref else paired.Interval(math.nan, math.nan, math.nan, 0))
+            name: speedup(by_key[(model, algo, ref)], rs, metric) if ref else paired.seed_interval([])
             for name, metric in _SPEEDUPS.items()
-        }  # fmt: skip
+        }
         num = {"model": model, "algorithm": algo, "sizing": sizing,
                "seeds": sum(r.complete for r in rs), "seeds_expected": len(rs),
                "status": _status(rs)}  # fmt: skip
@@ -253,11 +233,12 @@ def efficiency_table(collected: Collected) -> Table:
         h.format(unit=unit, ref=ref_label, k=grid.last_k) for _, h, _ in _EFF_COLUMNS
     ]
     notes = [
-        "Per-step rates, decode steps and reward: mean [95 % interval] over every seed's steps "
-        "(batch means: 4 batches of consecutive steps per seed, Student's t). Speed-ups are paired against the largest "
-        f"fixed G ({ref_label}) of the same model, algorithm and seed, step by step: the "
-        "reference's summed cost / the row's, for decode steps (cost: the latency of a "
-        "synchronous decode, identical on every machine for the same rollouts), generated "
+        "Per-step rates, decode steps and reward: mean [95 % interval] over seeds (each seed's mean "
+        "over its steps is one unit; Student's t, seeds - 1 degrees of freedom). Speed-ups are paired "
+        f"against the largest fixed G ({ref_label}) of the same model, algorithm and seed: per seed "
+        "the reference's summed cost / the row's over the steps both logged, then the geometric "
+        "mean over seeds with its t interval on the log scale, for decode steps (cost: the latency "
+        "of a synchronous decode, identical on every machine for the same rollouts), generated "
         "padded tokens, process CPU time and wall-clock. Wall-clock: mean ± std over seeds."
     ] + missing_notes(collected)
     return Table("efficiency", pd.DataFrame(rows_num), headers, rows_txt, notes)
@@ -311,15 +292,15 @@ def _downstream_row(evals: list[dict], tasks: list[str]) -> tuple[dict, dict[str
 
 
 def accuracy_interval(eval_dirs: list[str], task: str) -> paired.Interval | None:
-    """Mean per-problem accuracy over the evaluations in ``eval_dirs`` with its t
-    interval (problems resampled within each evaluation); None without samples files."""
+    """Mean over evaluations (seeds) of each one's mean per-problem accuracy, with its t
+    interval over seeds; None with fewer than 2 evaluations or without samples files."""
     try:
-        strata = [np.array(list(paired.doc_scores(d, task).values())) for d in eval_dirs]
+        per_seed = [float(np.mean(list(paired.doc_scores(d, task).values()))) for d in eval_dirs]
     except FileNotFoundError:
         return None
-    if not strata:
+    if len(per_seed) < 2:
         return None
-    return paired.mean_interval(strata, batches=None)
+    return paired.seed_interval(per_seed)
 
 
 def downstream_table(collected: Collected) -> Table:
@@ -352,10 +333,9 @@ def downstream_table(collected: Collected) -> Table:
         "Mean output length (tok)"
     ]
     notes = [
-        "Accuracy: mean [95 % interval] over every seed's problems (per-problem avg@k scores "
-        "from lm-eval's samples, Student's t over problems); where no samples file "
-        "exists, ± lm-eval's standard error for one seed or ± std over seeds. Mean output "
-        "length averaged over the benchmarks."
+        "Accuracy: mean [95 % interval] over seeds (each seed's avg@k accuracy over the problems is "
+        "one unit; Student's t, seeds - 1 degrees of freedom); for one evaluation (a base model), "
+        "± lm-eval's standard error over problems. Mean output length averaged over the benchmarks."
     ] + missing_notes(collected)
     frame = pd.DataFrame(rows_num)
     # Order rows the same way in every table: bases first, then training cells.
@@ -386,108 +366,10 @@ def downstream_cells(collected: Collected) -> pd.DataFrame:
 # --------------------------------------------------------------------------- headline
 
 
-@dataclass(frozen=True)
-class Claim:
-    """One headline claim of a controller against the reference fixed G, with its verdict
-    at 95 % (``sagc.aggregate.paired``: holds, fails or inconclusive)."""
-
-    pair: str
-    claim: str
-    verdict: str
-    detail: str
-
-    def line(self) -> str:
-        return f"{self.pair}: {self.claim}: **{self.verdict}** — {self.detail}"
-
-
-def _accuracy_strata(ref_rs: list[CellResult], ctrl_rs: list[CellResult], task: str):
-    """Per seed, the paired per-problem scores of the two cells' evaluations."""
-    ref = {r.cell.seed: r for r in ref_rs if r.complete}
-    ctrl = {r.cell.seed: r for r in ctrl_rs if r.complete}
-    strata = []
-    for seed in sorted(ref.keys() & ctrl.keys()):
-        a = paired.doc_scores(str(Path(ref[seed].cell.eval_summary).parent), task)
-        b = paired.doc_scores(str(Path(ctrl[seed].cell.eval_summary).parent), task)
-        strata.append(paired.paired_docs(a, b))
-    return strata
-
-
-def _pair_claims(label: str, ref_rs: list[CellResult], ctrl_rs: list[CellResult], tasks: list[str]) -> list[Claim]:
-    seeds = len(_histories(ref_rs).keys() & _histories(ctrl_rs).keys())
-    steps = paired_interval(ref_rs, ctrl_rs, metrics.STRAGGLER, paired.difference_interval)
-    label = f"{label} ({seeds} seed{'s' if seeds != 1 else ''}, {steps.n} paired steps)"
-    rate_ref = step_interval(ref_rs, metrics.STRAGGLER)
-    rate_ctrl = step_interval(ctrl_rs, metrics.STRAGGLER)
-    claims = [Claim(
-        label, "fewer stragglers", paired.verdict_difference(steps, "below"),
-        f"straggler rate {rate_ref.estimate:.1%} → {rate_ctrl.estimate:.1%}, difference "
-        f"{steps.text('+.1f', 100, ' pts')}",
-    )]  # fmt: skip
-    cost = paired_interval(ref_rs, ctrl_rs, metrics.DECODE_STEPS, paired.ratio_interval)
-    cpu = paired_interval(ref_rs, ctrl_rs, metrics.CPU_SECONDS, paired.ratio_interval)
-    wall = paired_interval(ref_rs, ctrl_rs, metrics.STEP_SECONDS, paired.ratio_interval)
-    claims.append(Claim(
-        label, "cheaper (decode steps)", paired.verdict_difference(cost, "above", 1.0),
-        f"cost speed-up {cost.text('.2f', suffix='×')}; CPU-time {cpu.text('.2f', suffix='×')}; "
-        f"wall-clock {wall.text('.2f', suffix='×')}",
-    ))  # fmt: skip
-    reward = paired_interval(ref_rs, ctrl_rs, metrics.REWARD_MEAN, paired.difference_interval, "second_half")
-    claims.append(Claim(
-        label, f"reward not worse (margin {paired.REWARD_MARGIN})",
-        paired.verdict_not_worse(reward, paired.REWARD_MARGIN),
-        f"second-half reward difference {reward.text('+.3f')}",
-    ))  # fmt: skip
-    for task in tasks:
-        try:
-            strata = _accuracy_strata(ref_rs, ctrl_rs, task)
-        except FileNotFoundError as exc:
-            claims.append(Claim(label, f"{task} accuracy not worse", paired.INCONCLUSIVE, f"no per-problem scores ({exc})"))
-            continue
-        acc = paired.difference_interval(strata, batches=None)
-        claims.append(Claim(
-            label, f"{task} accuracy not worse (margin {paired.ACCURACY_MARGIN * 100:.0f} pts)",
-            paired.verdict_not_worse(acc, paired.ACCURACY_MARGIN),
-            f"difference {acc.text('+.1f', 100, ' pts')} over {acc.n} paired problem evaluations",
-        ))  # fmt: skip
-    return claims
-
-
-def headline_claims(collected: Collected) -> list[Claim]:
-    """Every controller sizing against the largest fixed G of the same model and algorithm:
-    fewer stragglers, cheaper, reward not worse, accuracy not worse per task."""
-    grouped = groups(collected)
-    by_key = {(m, a, s): rs for m, a, s, rs in grouped}
-    tasks = _tasks(collected)
-    claims = []
-    for model, algo in dict.fromkeys((m, a) for m, a, _, _ in grouped):
-        sizings = [s for m, a, s, _ in grouped if (m, a) == (model, algo)]
-        ref = reference_sizing(sizings)
-        for ctrl in (s for s in sizings if fixed_group_size(s) is None):
-            label = f"{model} {algo.upper()}, {ctrl} vs {ref or '(no fixed G)'}"
-            if ref is None:
-                claims.append(Claim(label, "comparison", MISSING, "no fixed group size in the grid"))
-                continue
-            a_rs, b_rs = by_key[(model, algo, ref)], by_key[(model, algo, ctrl)]
-            absent = [r.cell.id for r in a_rs + b_rs if not r.complete]
-            if not _histories(a_rs).keys() & _histories(b_rs).keys():
-                claims.append(Claim(label, "comparison", MISSING, f"no complete pair ({', '.join(absent)})"))
-                continue
-            found = _pair_claims(label, a_rs, b_rs, tasks)
-            if absent:
-                found = [Claim(c.pair, c.claim, c.verdict, c.detail + f" (partial; missing: {', '.join(absent)})")
-                         for c in found]  # fmt: skip
-            claims.extend(found)
-    return claims
-
-
-def headline_lines(collected: Collected) -> list[str]:
-    return [c.line() for c in headline_claims(collected)]
-
-
 def straggler_structure(collected: Collected) -> list[str]:
     """Markdown rows: the fixed sizes' straggler rates in the first and last quarter of
-    training (mean [95 % interval] over seeds' steps), per model and algorithm: whether the
-    budget stays binding as the policy trains."""
+    training (mean [95 % interval] over seeds), per model and algorithm: whether the budget
+    stays binding as the policy trains."""
     rows = ["| Model | Algorithm | Sizing | First quarter (%) | Last quarter (%) |", "|---|---|---|---|---|"]
     for model, algo, sizing, rs in groups(collected):
         if fixed_group_size(sizing) is None:
@@ -500,9 +382,9 @@ def straggler_structure(collected: Collected) -> list[str]:
 
 def learning_rows(collected: Collected) -> list[str]:
     """Markdown rows: did training improve the policy? Per cell group and task, accuracy
-    after training minus the base model's (paired per problem, every seed against the one
-    base evaluation), and the reward of the last quarter of steps minus the first quarter's
-    (paired by seed and batch position)."""
+    after training minus the base model's (per seed: the mean paired per-problem difference
+    against the one base evaluation; interval over seeds), and the reward of the last quarter
+    of steps minus the first quarter's (per seed; interval over seeds)."""
     tasks = _tasks(collected)
     base_dirs = {b.base.model: str(Path(b.base.eval_summary).parent) for b in collected.base if b.eval}
     rows = ["| Model | Algorithm | Sizing | " + " | ".join(f"{t} accuracy − base (pts)" for t in tasks)
@@ -512,38 +394,67 @@ def learning_rows(collected: Collected) -> list[str]:
         for task in tasks:
             try:
                 base = paired.doc_scores(base_dirs[model], task)
-                strata = [paired.paired_docs(base, paired.doc_scores(str(Path(r.cell.eval_summary).parent), task))
-                          for r in rs if r.complete]
-                cells.append(fmt(paired.difference_interval(strata, batches=None), "pct"))
+                per_seed = []
+                for r in rs:
+                    if r.complete:
+                        a, b = paired.paired_docs(base, paired.doc_scores(str(Path(r.cell.eval_summary).parent), task))
+                        per_seed.append(float(np.mean(b - a)))
+                cells.append(fmt(paired.seed_interval(per_seed), "pct"))
             except (KeyError, FileNotFoundError):
                 cells.append(MISSING)
-        strata = []
-        for h in _histories(rs).values():
-            first = pd.to_numeric(_steps(h, "first_quarter", 0)[metrics.REWARD_MEAN], errors="coerce").dropna()
-            last = pd.to_numeric(_steps(h, "last_quarter", 0)[metrics.REWARD_MEAN], errors="coerce").dropna()
-            n = min(len(first), len(last))
-            strata.append((first.to_numpy(float)[:n], last.to_numpy(float)[:n]))
-        reward = paired.difference_interval(strata, batches=None)
+        first = seed_means(rs, metrics.REWARD_MEAN, "first_quarter")
+        last = seed_means(rs, metrics.REWARD_MEAN, "last_quarter")
+        reward = paired.seed_interval([last[k] - first[k] for k in sorted(first.keys() & last.keys())])
         rows.append(f"| {model} | {algo} | {sizing} | " + " | ".join(cells) + f" | {fmt(reward, '3f')} |")
     return rows
 
 
-def headline_markdown(collected: Collected) -> str:
-    lines = headline_lines(collected)
-    body = "\n".join(f"- {line}" for line in lines) if lines else "- (no controller sizing in the grid)"
-    structure = "\n".join(straggler_structure(collected))
+def reference_rows(collected: Collected) -> list[str]:
+    """Markdown rows: each model's references, and the base straggler rates that chose the
+    best static G."""
+    grid = collected.grid
+    rows = []
+    for model, refs in verdicts.references(collected).items():
+        report = grid.straggler_reports.get(model)
+        rates = ""
+        if report is not None:
+            r = verdicts.base_straggler_rates(report)
+            rates = ", base straggler rate " + " / ".join(f"G={g}: {v:.0%}" for g, v in sorted(r.items()))
+        best = refs["best_static"] or "none (no straggler report)"
+        rows.append(f"- {model}: largest fixed G {refs['largest']}; best static G under δ = {grid.delta}: "
+                    f"{best}{rates}")
+    return rows
+
+
+def headline_markdown(collected: Collected, claims: list[verdicts.Claim] | None = None) -> str:
+    claims = verdicts.headline_claims(collected) if claims is None else claims
+    body = "\n".join(f"- {c.line()}" for c in claims) if claims else "- (no controller sizing in the grid)"
+    tested = sum(c.verdict != verdicts.MISSING and not np.isnan(c.p_holm) for c in claims)
+    held = sum(c.verdict == verdicts.HOLDS for c in claims)
+    seeds = sorted({r.cell.seed for r in collected.cells})
     return (
-        f"# Headline results: {collected.grid.name}\n\n{body}\n\n"
+        f"# Headline results: {collected.grid.name}\n\n"
+        f"Seeds {seeds}: each training run is one unit. {held} of {tested} claims hold after "
+        f"Holm–Bonferroni over the family of all {tested} tested claims (family-wise error "
+        f"{verdicts.ALPHA:.0%}).\n\n"
+        + "\n".join(reference_rows(collected)) + "\n\n"
+        f"{body}\n\n"
         f"## Did training improve the policy?\n\n" + "\n".join(learning_rows(collected)) + "\n\n"
-        f"## Straggler rate of the fixed group sizes over training\n\n{structure}\n\n"
-        "Each claim compares a controller with the largest fixed group size of the same model, "
-        "algorithm and seed (same prompt stream), paired step by step or problem by problem, with "
-        "95 % intervals in brackets (Student's t over batch means of 4 consecutive-step batches "
-        "per seed; over problems for accuracy). A difference claim *holds* when the whole interval is on the "
-        "claimed side, *fails* when it is wholly on the other side, and is *inconclusive* otherwise. "
-        "A 'not worse' claim holds when the interval's lower end is above minus the margin, fails "
-        "when its upper end is below zero. Costs: decode steps per step (machine-independent); "
-        "CPU time and wall-clock beside them.\n"
+        f"## Straggler rate of the fixed group sizes over training\n\n"
+        + "\n".join(straggler_structure(collected)) + "\n\n"
+        "How to read a claim (`sagc.aggregate.verdicts`): one number per seed (the controller "
+        "minus the reference of the same seed and prompt stream, or over it for a speed-up), "
+        "Student's t over seeds (seeds - 1 degrees of freedom), 95 % interval in brackets "
+        "(unadjusted). The p-value of each claim's two-sided test against its null (no "
+        "difference; 1× speed-up; minus the margin for *not worse*; δ for the budget) is "
+        "Holm-adjusted over every claim of this page. A claim *holds* when the adjusted p is "
+        "below 5 % and the estimate is on the claimed side, *fails* when it is below 5 % on the "
+        "other side, and is *inconclusive* otherwise. *Detectable effect*: the smallest true "
+        "distance from the null that these seeds would detect with 80 % power at the family's "
+        "first Holm step (5 % / number of claims). The best static G is the largest fixed G "
+        "whose base-model straggler rate (the world's straggler report, before training) is at "
+        "most δ. Costs: decode steps per step (machine-independent); CPU time and wall-clock "
+        "beside them.\n"
     )
 
 
@@ -557,12 +468,14 @@ def write_tables(collected: Collected, directory: str | Path | None = None) -> l
                         ("downstream_cells", downstream_cells(collected))):  # fmt: skip
         frame.to_csv(directory / f"{name}.csv", index=False, float_format="%.6g")
         paths.append(directory / f"{name}.csv")
-    (directory / "headline.md").write_text(headline_markdown(collected))
-    paths.append(directory / "headline.md")
+    claims = verdicts.headline_claims(collected)
+    (directory / "headline.md").write_text(headline_markdown(collected, claims))
+    verdicts.headline_frame(claims).to_csv(directory / "headline.csv", index=False, float_format="%.6g")
+    paths += [directory / "headline.md", directory / "headline.csv"]
     return paths
 
 
 __all__ = [
-    "Table", "Claim", "efficiency_table", "downstream_table", "efficiency_cells", "downstream_cells",
-    "headline_claims", "headline_lines", "headline_markdown", "write_tables",
+    "Table", "efficiency_table", "downstream_table", "efficiency_cells", "downstream_cells",
+    "headline_markdown", "write_tables",
 ]  # fmt: skip

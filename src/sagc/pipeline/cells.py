@@ -164,7 +164,28 @@ def aggregate_grid(config: dict[str, Any], grid: Grid) -> dict[str, Any]:
         ],
         "tables_dir": grid.tables_dir,
         "figures_dir": grid.figures_dir,
+        "delta": measurement_budget(config),
+        "budgets": {s: b for s in grid.sizings if (b := sizing_budget(config, s)) is not None},
+        "straggler_reports": ({m: f"{grid.root}/models/{m}/stragglers.json" for m in grid.models}
+                              if config["world"] == "tiny" else {}),
     }
+
+
+def sizing_budget(config: dict[str, Any], sizing: str) -> float | None:
+    """The straggler budget delta a controller sizing keeps (its variant applied); None
+    for a fixed G or a policy without one."""
+    parsed = parse_sizing(sizing)
+    if parsed.is_fixed:
+        return None
+    return getattr(parsed.config(parsed.cell_block(config)), "delta", None)
+
+
+def measurement_budget(config: dict[str, Any]) -> float:
+    """The ``sagc`` block's delta (or ``SAGCConfig``'s default): the budget that picks the
+    best static G from the base model's straggler rates."""
+    from sagc.controller import SAGCConfig
+
+    return SAGCConfig.from_dict(config.get("sagc") or {}).delta
 
 
 def cli_flags(params: dict[str, Any]) -> str:
