@@ -37,7 +37,12 @@ EVAL = eval_settings(config)
 EVAL_DATA_DIR = f"{ROOT}/data" if WORLD == "tiny" else f"{ROOT}/data/benchmarks"
 CELL_DIR = "{model}/{algo}/{sizing}/seed{seed}"
 
-configure_job_environment(workflow.basedir, ROOT, config["wandb"]["mode"])
+configure_job_environment(
+    workflow.basedir,
+    ROOT,
+    config["wandb"]["mode"],
+    config["tiny"]["cpu_isa"] if WORLD == "tiny" else None,
+)
 
 
 wildcard_constraints:

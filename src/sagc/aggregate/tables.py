@@ -432,11 +432,12 @@ def headline_markdown(collected: Collected, claims: list[verdicts.Claim] | None 
     tested = sum(c.verdict != verdicts.MISSING and not np.isnan(c.p_holm) for c in claims)
     held = sum(c.verdict == verdicts.HOLDS for c in claims)
     seeds = sorted({r.cell.seed for r in collected.cells})
+    summary = (f"{held} of {tested} claims hold after Holm–Bonferroni over the family of all {tested} "
+               f"tested claims (family-wise error {verdicts.ALPHA:.0%})." if tested else
+               "No claim could be tested: a claim needs at least 2 seeds, and every verdict is inconclusive.")
     return (
         f"# Headline results: {collected.grid.name}\n\n"
-        f"Seeds {seeds}: each training run is one unit. {held} of {tested} claims hold after "
-        f"Holm–Bonferroni over the family of all {tested} tested claims (family-wise error "
-        f"{verdicts.ALPHA:.0%}).\n\n"
+        f"Seeds {seeds}: each training run is one unit. {summary}\n\n"
         + "\n".join(reference_rows(collected)) + "\n\n"
         f"{body}\n\n"
         f"## Did training improve the policy?\n\n" + "\n".join(learning_rows(collected)) + "\n\n"

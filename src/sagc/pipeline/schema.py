@@ -112,6 +112,11 @@ class TinyBlock(_Block):
         "Which draw of the tiny world: seeds each base model's initialisation and warm start. Another "
         "world seed is another world built by the same code (docs/replication.md checks the world's "
         "structure over several)."))
+    cpu_isa: Literal["avx2", "default", None] = Field("avx2", description=(
+        "The vector instruction set every job of the tiny world computes with (torch's ATEN_CPU_CAPABILITY "
+        "and MKL's MKL_CBWR, unless already exported): the same on every x86-64 CPU with AVX2, so the same "
+        "world and the same runs, bit for bit (docs/replication.md). default = the generic path (also "
+        "without AVX2; slower); null = each machine's own fastest path (its own world)."))
     data: dict = Field({}, description="flags of `python -m sagc.tiny data`")
     model: dict = Field({}, description="flags of `python -m sagc.tiny base-model`")
     measure: dict = Field({}, description="flags of `python -m sagc.tiny measure`")
