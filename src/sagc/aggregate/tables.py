@@ -384,7 +384,8 @@ def learning_rows(collected: Collected) -> list[str]:
     """Markdown rows: did training improve the policy? Per cell group and task, accuracy
     after training minus the base model's (per seed: the mean paired per-problem difference
     against the one base evaluation; interval over seeds), and the reward of the last quarter
-    of steps minus the first quarter's (per seed; interval over seeds)."""
+    of steps minus the first quarter's (per seed; interval over seeds). The base model is
+    evaluated once: its sampling noise is shared by every seed and not in the interval."""
     tasks = _tasks(collected)
     base_dirs = {b.base.model: str(Path(b.base.eval_summary).parent) for b in collected.base if b.eval}
     rows = ["| Model | Algorithm | Sizing | " + " | ".join(f"{t} accuracy − base (pts)" for t in tasks)
@@ -439,7 +440,8 @@ def headline_markdown(collected: Collected, claims: list[verdicts.Claim] | None 
         f"# Headline results: {collected.grid.name}\n\n"
         f"Seeds {seeds}: each training run is one unit. {summary}\n\n"
         + "\n".join(reference_rows(collected)) + "\n\n"
-        f"{body}\n\n"
+        + "\n".join(verdicts.summary_markdown(claims)) + "\n\n"
+        f"## Every claim\n\n{body}\n\n"
         f"## Did training improve the policy?\n\n" + "\n".join(learning_rows(collected)) + "\n\n"
         f"## Straggler rate of the fixed group sizes over training\n\n"
         + "\n".join(straggler_structure(collected)) + "\n\n"

@@ -329,3 +329,38 @@ def _partial(claims: list[Claim], rs: list[CellResult]) -> list[Claim]:
 def headline_frame(claims: list[Claim]) -> pd.DataFrame:
     """One row per claim (``headline.csv``): what the replication command compares."""
     return pd.DataFrame([c.row() for c in claims])
+
+
+def _short(c: Claim) -> str:
+    iv = c.interval
+    if c.verdict == MISSING or iv.n == 0:
+        return MISSING
+    if iv.log:
+        shown = iv.text(".2f", suffix="×")
+    elif c.claim.startswith("meets"):
+        shown = iv.text(".0f", 100, " %")
+    else:
+        shown = iv.text("+.1f", 100)
+    return f"**{c.verdict}**, {shown}" if c.verdict != INCONCLUSIVE else f"{c.verdict}, {shown}"
+
+
+def summary_markdown(claims: list[Claim]) -> list[str]:
+    """Markdown rows: one row per controller (model, algorithm), one column per kind of
+    claim, each cell the verdict and the interval (points for rates and accuracy)."""
+    kinds = list(dict.fromkeys(_kind(c) for c in claims if c.verdict != MISSING))
+    rows = ["| Pair | " + " | ".join(kinds) + " |", "|---|" + "---|" * len(kinds)]
+    pairs: dict[tuple[str, str, str], dict[str, str]] = {}
+    for c in claims:
+        if c.verdict != MISSING:
+            pairs.setdefault((c.model, c.algorithm, c.controller), {})[_kind(c)] = _short(c)
+    for (model, algo, ctrl), cells in pairs.items():
+        rows.append(f"| {model} {algo.upper()} {ctrl} | " + " | ".join(cells.get(k, "-") for k in kinds) + " |")
+    return rows
+
+
+def _kind(c: Claim) -> str:
+    if c.claim.startswith("meets"):
+        return "meets the budget (2nd-half rate)"
+    ref = "best static G" if "(best static G)" in c.claim else c.reference
+    what = c.claim.replace(" (best static G)", "").split(" (margin")[0]
+    return f"{what} vs {ref}"
