@@ -300,7 +300,7 @@ def accuracy_interval(eval_dirs: list[str], task: str) -> paired.Interval | None
         return None
     if len(per_seed) < 2:
         return None
-    return paired.seed_interval(per_seed)
+    return paired.seed_interval(per_seed).clipped(0.0, 1.0)
 
 
 def downstream_table(collected: Collected) -> Table:
