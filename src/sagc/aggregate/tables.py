@@ -33,7 +33,7 @@ from sagc.aggregate.grid import TIME_UNITS
 from sagc.aggregate.palette import sizing_order
 from sagc.aggregate.render import latex_table, markdown_table
 from sagc.aggregate.stats import MeanStd, reference_sizing
-from sagc.aggregate.verdicts import histories, paired_differences, paired_totals, seed_means, steps_of
+from sagc.aggregate.verdicts import paired_totals, seed_means
 from sagc.controller import fixed_group_size
 
 MISSING = "missing"
@@ -166,12 +166,6 @@ def step_interval(rs: list[CellResult], metric: str, which: str = "all", last_k:
     (``sagc.aggregate.paired``), cut to the metric's range."""
     iv = paired.seed_interval(list(seed_means(rs, metric, which, last_k).values()))
     return iv.clipped(*_RANGES[metric]) if metric in _RANGES else iv
-
-
-def difference(ref_rs: list[CellResult], ctrl_rs: list[CellResult], metric: str, which: str = "all",
-               last_k: int = 5) -> paired.Interval:
-    """Mean over seeds of each seed's paired mean difference (ctrl - ref) of a per-step metric."""
-    return paired.seed_interval(paired_differences(ref_rs, ctrl_rs, metric, which, last_k))
 
 
 def speedup(ref_rs: list[CellResult], ctrl_rs: list[CellResult], metric: str) -> paired.Interval:
@@ -442,8 +436,8 @@ def headline_markdown(collected: Collected, claims: list[verdicts.Claim] | None 
         + "\n".join(reference_rows(collected)) + "\n\n"
         + "\n".join(verdicts.summary_markdown(claims)) + "\n\n"
         f"## Every claim\n\n{body}\n\n"
-        f"## Did training improve the policy?\n\n" + "\n".join(learning_rows(collected)) + "\n\n"
-        f"## Straggler rate of the fixed group sizes over training\n\n"
+        "## Did training improve the policy?\n\n" + "\n".join(learning_rows(collected)) + "\n\n"
+        "## Straggler rate of the fixed group sizes over training\n\n"
         + "\n".join(straggler_structure(collected)) + "\n\n"
         "How to read a claim (`sagc.aggregate.verdicts`): one number per seed (the controller "
         "minus the reference of the same seed and prompt stream, or over it for a speed-up), "
