@@ -254,13 +254,6 @@ def efficiency_cells(collected: Collected) -> pd.DataFrame:
 # --------------------------------------------------------------------------- downstream
 
 
-def _tasks(collected: Collected) -> list[str]:
-    tasks = set()
-    for r in list(collected.cells) + list(collected.base):
-        tasks.update((r.eval or {}).keys())
-    return sorted(tasks)
-
-
 def _downstream_row(evals: list[dict], tasks: list[str]) -> tuple[dict, dict[str, MeanStd]]:
     """Numeric columns and display values for a set of seeds' evaluation summaries."""
     num: dict = {}
@@ -300,7 +293,7 @@ def accuracy_interval(eval_dirs: list[str], task: str) -> paired.Interval | None
 def downstream_table(collected: Collected) -> Table:
     """Accuracy per benchmark and mean output length, per base model and per
     model x algorithm x sizing."""
-    tasks = _tasks(collected)
+    tasks = verdicts.tasks_of(collected)
     rows_num, rows_txt = [], []
     entries: list[tuple[str, str, str, list, str, str]] = []
     for b in collected.base:
@@ -342,7 +335,7 @@ def downstream_cells(collected: Collected) -> pd.DataFrame:
 
     def add(cell_id, model, algo, sizing, seed, result):
         evals = result.eval if (result.eval is not None and not result.missing) else None
-        for task in _tasks(collected):
+        for task in verdicts.tasks_of(collected):
             row = {"cell": cell_id, "model": model, "algorithm": algo, "sizing": sizing,
                    "seed": seed, "task": task, "status": "complete" if evals else MISSING}  # fmt: skip
             if evals and task in evals:
@@ -380,7 +373,7 @@ def learning_rows(collected: Collected) -> list[str]:
     against the one base evaluation; interval over seeds), and the reward of the last quarter
     of steps minus the first quarter's (per seed; interval over seeds). The base model is
     evaluated once: its sampling noise is shared by every seed and not in the interval."""
-    tasks = _tasks(collected)
+    tasks = verdicts.tasks_of(collected)
     base_dirs = {b.base.model: str(Path(b.base.eval_summary).parent) for b in collected.base if b.eval}
     rows = ["| Model | Algorithm | Sizing | " + " | ".join(f"{t} accuracy − base (pts)" for t in tasks)
             + " | Reward, last − first quarter |", "|---|---|---|" + "---|" * (len(tasks) + 1)]
