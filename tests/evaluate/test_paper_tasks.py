@@ -83,7 +83,7 @@ def test_paper_yamls_build_boxed_requests(tmp_path, cache):
     assert "What is 1+1?" in context and "\\boxed{}" in context and context.endswith("Assistant:")
     assert gen_kwargs["max_gen_toks"] == 8192 and gen_kwargs["temperature"] == 0.6
     assert gen_kwargs["do_sample"] is True and gen_kwargs["top_p"] == 0.95
-    assert aime.instances[0].repeats == 8
+    assert aime.instances[0].repeats == 64  # open-r1's n for AIME
     assert len(tasks["amc23_boxed"].instances) == 3
 
     gpqa = tasks["gpqa_diamond_boxed"]
@@ -93,8 +93,8 @@ def test_paper_yamls_build_boxed_requests(tmp_path, cache):
         letter = doc["answer"]
         assert f"({letter}) {doc['Correct Answer']}" in ctx  # the letter points at the right text
     # a scripted correct answer scores 1 through the task's own process_results
-    assert gpqa.process_results(docs[0], [[f"so \\boxed{{{docs[0]['answer']}}}"]]) == {"exact_match": 1.0}
-    assert aime.process_results(list(aime.eval_docs)[1], [["\\boxed{4}", "\\boxed{5}"]]) == {"exact_match": 0.5}
+    assert gpqa.process_results(docs[0], [[f"so \\boxed{{{docs[0]['answer']}}}"]]) ["exact_match"] == 1.0
+    assert aime.process_results(list(aime.eval_docs)[1], [["\\boxed{4}", "\\boxed{5}"]]) == {"exact_match": 0.5, "exact_match_lenient": 0.5}
 
 
 def test_generation_overrides_reach_the_requests(tmp_path, cache):

@@ -144,3 +144,12 @@ def test_scripted_answers_score_as_expected(tmp_path, eval_model_dir, eval_data_
     assert summary["n_samples"] == 5
     rows = [r for r in _read_jsonl(tmp_path / "b" / "output_lengths.jsonl")]
     assert len(rows) == 15 and {r["source"] for r in rows} == {"retokenized"}
+
+
+def test_cli_reads_repeats_for_every_task_or_per_task():
+    from sagc.evaluate.cli import repeats
+
+    assert repeats("4") == 4
+    assert repeats("aime24_boxed=64,gpqa_diamond_boxed=8") == {"aime24_boxed": 64, "gpqa_diamond_boxed": 8}
+    with pytest.raises(Exception, match="TASK=N"):
+        repeats("aime24_boxed=lots")

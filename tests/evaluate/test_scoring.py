@@ -16,15 +16,16 @@ from sagc.evaluate.scoring import (
 
 def test_process_results_uses_last_box_and_normalisation():
     doc = {"answer": "7"}
-    assert process_results(doc, ["e=1\n\\boxed{3}\nso \\boxed{07}"]) == {"exact_match": 1.0}
-    assert process_results(doc, ["\\boxed{7} then \\boxed{8}"]) == {"exact_match": 0.0}
-    assert process_results(doc, ["7"]) == {"exact_match": 0.0}  # no box, no credit
+    assert process_results(doc, ["e=1\n\\boxed{3}\nso \\boxed{07}"])["exact_match"] == 1.0
+    assert process_results(doc, ["\\boxed{7} then \\boxed{8}"])["exact_match"] == 0.0
+    # no box: no strict credit; the lenient score reads the last number
+    assert process_results(doc, ["so it is 7"]) == {"exact_match": 0.0, "exact_match_lenient": 1.0}
 
 
 def test_process_results_averages_repeats():
     doc = {"answer": "1/2"}
-    gens = ["\\boxed{0.5}", "\\boxed{\\frac{1}{2}}", "\\boxed{2}", "nothing"]
-    assert process_results(doc, [gens]) == {"exact_match": 0.5}
+    gens = ["\\boxed{0.5}", "\\boxed{\\frac{1}{2}}", "\\boxed{2}", "the answer is 1/2"]
+    assert process_results(doc, [gens]) == {"exact_match": 0.5, "exact_match_lenient": 0.75}
 
 
 def test_process_results_rejects_doc_without_answer():
@@ -74,3 +75,16 @@ def test_gpqa_missing_column_is_named():
         del r["Incorrect Answer 2"]
     with pytest.raises(ValueError, match="Incorrect Answer 2"):
         process_gpqa_docs(datasets.Dataset.from_list(rows))
+
+
+def test_gpqa_text_is_kept_as_the_dataset_gives_it():
+    """Only lm-eval's own clean-up: ends stripped, " [title]" -> ". ", one pass of double
+    spaces (a triple space keeps two); newlines and the question stay untouched."""
+    row = {"Record ID": "r1", "Question": "Line one\n\nLine  two ",
+           "Correct Answer": " a\nb  c [title]d ", "Incorrect Answer 1": "x   y",
+           "Incorrect Answer 2": "p\tq", "Incorrect Answer 3": "z"}
+    doc = process_gpqa_docs(datasets.Dataset.from_list([row]))[0]
+    assert doc["question"] == "Line one\n\nLine  two "
+    choices = {doc[f"choice{k}"] for k in range(1, 5)}
+    assert choices == {"a\nb c. d", "x  y", "p\tq", "z"}
+    assert doc[f"choice{'ABCD'.index(doc['answer']) + 1}"] == "a\nb c. d"

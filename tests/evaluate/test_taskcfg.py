@@ -59,3 +59,20 @@ def test_every_task_scores_with_sagc_answers_and_names_its_budget():
         assert cfg["filter_list"][0]["filter"][0]["filter_fn"] == "sagc.evaluate.scoring.keep_all_samples"
         assert int(cfg["generation_kwargs"]["max_gen_toks"]) > 0
         assert bool(cfg.get("metadata", {}).get("sagc_benchmark")) == (name in PAPER_TASKS)
+
+
+def test_repeats_per_task_override_only_the_named_tasks(tmp_path, eval_data_dir):
+    configs = write_run_tasks(list(LOCAL_TASKS), eval_data_dir, tmp_path / "t",
+                              GenerationOverrides(repeats={"tiny_arith": 6}))
+    assert configs["tiny_arith"]["repeats"] == 6
+    assert configs["tiny_arith_heldout"]["repeats"] == load_task_config("tiny_arith_heldout")["repeats"]
+    with pytest.raises(ValueError, match=r"repeats\.tiny_arith must be an integer >= 1"):
+        GenerationOverrides(repeats={"tiny_arith": 0})
+    with pytest.raises(ValueError, match=r"repeats names task\(s\) \['aime24_boxed'\]"):
+        write_run_tasks(["tiny_arith"], eval_data_dir, tmp_path / "u", GenerationOverrides(repeats={"aime24_boxed": 64}))
+
+
+def test_every_task_reports_strict_and_lenient_scores():
+    for name in task_yaml_paths():
+        metrics = [m["metric"] for m in load_task_config(name)["metric_list"]]
+        assert metrics == ["exact_match", "exact_match_lenient"], name

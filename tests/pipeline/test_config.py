@@ -51,6 +51,9 @@ def raw(name="default"):
         (lambda c: c.update(rewards={"correctness": 1.0, "lenght": 0.1}), "lenght"),
         (lambda c: c.update(seeds=[1, 2]), "config key 'seeds': [1] are also dev_seeds"),
         (lambda c: c["tiny"].update(world_seed=-1), "config key 'tiny.world_seed'"),
+        (lambda c: c["evaluate"].update(repeats={"aime24_boxed": 64}),
+         "config key 'evaluate.repeats.aime24_boxed': not one of the evaluated tasks"),
+        (lambda c: c["evaluate"].update(repeats={"tiny_arith": 0}), "config key 'evaluate.repeats'"),
     ],
 )
 def test_bad_config_names_file_and_key(mutate, expected):

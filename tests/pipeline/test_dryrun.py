@@ -60,6 +60,10 @@ def test_paper_dry_run_enumerates_the_grid_with_gpus(tmp_path):
         assert re.search(r"resources: .*\bgpu=1\b", job), job
     for model in ("qwen2.5-3b", "llama-3.2-3b"):
         assert f"results/paper/train/{model}/dapo/sagc/seed0/done.json" in out
+    # The evaluation's size before anything runs: 18 models x (AIME 30 x 64, AMC 40 x 64,
+    # GPQA 198 x 8 samples) x 8192 tokens at most.
+    tokens = 18 * (30 * 64 + 40 * 64 + 198 * 8) * 8192
+    assert f"at most {tokens / 1e6:.0f}M generated tokens" in out and "GPU-hours" in out
     total = int(re.search(r"^total\s+(\d+)$", out.split("Job stats:")[1], re.M).group(1))
     claimed = re.search(r"configs/paper\.yaml` shows\s+the (\d+) jobs", (REPO / "README.md").read_text())
     assert claimed and int(claimed.group(1)) == total, "README.md's paper dry-run job count"

@@ -1,6 +1,7 @@
 # Config checks, the grid and the helpers every stage uses. Logic lives in sagc.pipeline.
 import json
 import os
+import sys
 
 from sagc.aggregate.outputs import (
     FIGURE_NAMES,
@@ -14,6 +15,7 @@ from sagc.pipeline.cells import (
     base_model_eval_flags,
     cli_flags,
     eval_settings,
+    evaluation_plan_line,
     measure_prompts,
     straggler_tau,
     train_cell_config,
@@ -36,6 +38,9 @@ WORLD = config["world"]
 EVAL = eval_settings(config)
 EVAL_DATA_DIR = f"{ROOT}/data" if WORLD == "tiny" else f"{ROOT}/data/benchmarks"
 CELL_DIR = "{model}/{algo}/{sizing}/seed{seed}"
+
+if WORLD == "hub":
+    print(evaluation_plan_line(config, GRID), file=sys.stderr)
 
 configure_job_environment(
     workflow.basedir,

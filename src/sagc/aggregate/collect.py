@@ -32,8 +32,10 @@ from sagc.aggregate.stats import cell_stats, missing_metrics
 #: The file the trainer writes into the cell's train_dir when training is complete.
 DONE_FILE = "done.json"
 
-#: Fields of each task in an evaluation summary (see docs/architecture.md).
-EVAL_FIELDS = ("accuracy", "accuracy_stderr", "mean_output_tokens", "truncation_rate", "n_samples")
+#: Numeric fields of each task in an evaluation summary (see docs/architecture.md); its
+#: ``pass_at_k`` curve is read as ``pass_at_n``, pass@k at k = samples_per_problem.
+EVAL_FIELDS = ("accuracy", "accuracy_stderr", "accuracy_lenient", "samples_per_problem",
+               "mean_output_tokens", "truncation_rate", "n_samples")
 
 
 @dataclass
@@ -92,6 +94,11 @@ def read_eval_summary(path: str | Path) -> dict[str, dict[str, float]]:
             if isinstance(v, bool) or not isinstance(v, (int, float)):
                 raise ValueError(f"{path}: tasks.{task}.{key} must be a number, got {v!r}")
             row[key] = float(v)
+        curve = values.get("pass_at_k")
+        n = str(int(row["samples_per_problem"]))
+        if not isinstance(curve, dict) or isinstance(curve.get(n), bool) or not isinstance(curve.get(n), (int, float)):
+            raise ValueError(f"{path}: tasks.{task}.pass_at_k must map k={n} (samples_per_problem) to a rate")
+        row["pass_at_n"] = float(curve[n])
         tasks[task] = row
     return tasks
 

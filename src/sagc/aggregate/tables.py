@@ -262,15 +262,21 @@ def _downstream_row(evals: list[dict], tasks: list[str]) -> tuple[dict, dict[str
     for task in tasks:
         vals = [e[task] for e in evals if task in e]
         acc = MeanStd.of([v["accuracy"] for v in vals])
+        lenient = MeanStd.of([v["accuracy_lenient"] for v in vals])
+        pass_n = MeanStd.of([v["pass_at_n"] for v in vals])
         stderr = MeanStd.of([v["accuracy_stderr"] for v in vals])
         length = MeanStd.of([v["mean_output_tokens"] for v in vals])
         trunc = MeanStd.of([v["truncation_rate"] for v in vals])
         num[f"{task}_accuracy_mean"], num[f"{task}_accuracy_std"] = acc.mean, acc.std
         num[f"{task}_accuracy_stderr"] = stderr.mean
+        num[f"{task}_accuracy_lenient_mean"], num[f"{task}_accuracy_lenient_std"] = lenient.mean, lenient.std
+        num[f"{task}_pass_at_n_mean"], num[f"{task}_pass_at_n_std"] = pass_n.mean, pass_n.std
+        num[f"{task}_samples_per_problem"] = vals[0]["samples_per_problem"] if vals else math.nan
         num[f"{task}_mean_output_tokens"] = length.mean
         num[f"{task}_truncation_rate"] = trunc.mean
         # One seed: the ± is lm-eval's standard error; several: the std over seeds.
         show[task] = acc if acc.n > 1 else MeanStd(acc.mean, stderr.mean, acc.n)
+        show[f"{task}/lenient"], show[f"{task}/pass"] = lenient, pass_n
         lengths.append(length.mean)
     mean_len = sum(lengths) / len(lengths) if lengths else math.nan
     num["mean_output_tokens"] = mean_len
@@ -288,6 +294,13 @@ def accuracy_interval(eval_dirs: list[str], task: str) -> paired.Interval | None
     if len(per_seed) < 2:
         return None
     return paired.seed_interval(per_seed).clipped(0.0, 1.0)
+
+
+def _samples_per_problem(entries, task: str) -> str:
+    """n of a task's avg@n / pass@n for the headers: the evaluations' samples per problem
+    (``n`` when none was evaluated; the range when evaluations differ)."""
+    ns = sorted({int(e[task]["samples_per_problem"]) for entry in entries for e in entry[3] if task in e})
+    return "n" if not ns else str(ns[0]) if len(ns) == 1 else f"{ns[0]}-{ns[-1]}"
 
 
 def downstream_table(collected: Collected) -> Table:
@@ -315,14 +328,23 @@ def downstream_table(collected: Collected) -> Table:
         rows_num.append({"model": model, "algorithm": algo, "sizing": sizing, "seeds": seeds,
                          "status": status, **num})  # fmt: skip
         rows_txt.append([model, algo, sizing, seeds]
-                        + [fmt(show[t], "pct") for t in tasks] + [fmt(show["__length__"], "1f")])  # fmt: skip
-    headers = ["Model", "Algorithm", "Sizing", "Seeds"] + [f"{t} acc. (%)" for t in tasks] + [
-        "Mean output length (tok)"
-    ]
+                        + [fmt(show[f"{t}{part}"], "pct") for t in tasks for part in ("", "/lenient", "/pass")]
+                        + [fmt(show["__length__"], "1f")])  # fmt: skip
+    n_of = {t: _samples_per_problem(entries, t) for t in tasks}
+    headers = ["Model", "Algorithm", "Sizing", "Seeds"] + [
+        h for t in tasks for h in (f"{t} strict avg@{n_of[t]} (%)", f"{t} lenient avg@{n_of[t]} (%)",
+                                   f"{t} pass@{n_of[t]} (%)")
+    ] + ["Mean output length (tok)"]
     notes = [
-        "Accuracy: mean [95 % interval] over seeds (each seed's avg@k accuracy over the problems is "
+        "Strict: the answer in the last box, as the prompt asks (the primary score; the headline's "
+        "claims use it). Lenient: unboxed answers also read (an 'answer is' phrase, else the last "
+        "number or option label), as lighteval and Qwen2.5-Math grade; comparable with published "
+        "numbers. avg@n: the mean over problems of each problem's fraction of n samples correct; "
+        "pass@n: Chen et al.'s unbiased pass@k at k = n, strict, from the same samples.",
+        "Strict accuracy: mean [95 % interval] over seeds (each seed's avg@n over the problems is "
         "one unit; Student's t, seeds - 1 degrees of freedom); for one evaluation (a base model), "
-        "± lm-eval's standard error over problems. Mean output length averaged over the benchmarks."
+        "± lm-eval's standard error over problems. Lenient and pass@n: mean ± sd over seeds. Mean "
+        "output length averaged over the benchmarks.",
     ] + missing_notes(collected)
     frame = pd.DataFrame(rows_num)
     # Order rows the same way in every table: bases first, then training cells.
@@ -443,8 +465,9 @@ def headline_markdown(collected: Collected, claims: list[verdicts.Claim] | None 
         "distance from the null that these seeds would detect with 80 % power at the family's "
         "first Holm step (5 % / number of claims). The best static G is the largest fixed G "
         "whose base-model straggler rate (the world's straggler report, before training) is at "
-        "most δ. Costs: decode steps per step (machine-independent); CPU time and wall-clock "
-        "beside them.\n"
+        "most δ. Accuracy: the strict score (the last boxed answer, as the prompt asks; avg@n "
+        "over each problem's n samples); the lenient score and pass@n are in `downstream.md`. "
+        "Costs: decode steps per step (machine-independent); CPU time and wall-clock beside them.\n"
     )
 
 

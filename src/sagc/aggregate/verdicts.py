@@ -6,7 +6,8 @@ The claims of a controller (a non-fixed sizing) of one model and algorithm:
 * against the largest fixed G (``g16`` in the default grid), the paper's comparison:
   *fewer stragglers* (whole-run straggler rate), *cheaper* (decode steps: the summed
   latency of the synchronous decodes, the same on every machine for the same rollouts)
-  and *accuracy not worse* on every evaluation task (margin ``ACCURACY_MARGIN``);
+  and *accuracy not worse* on every evaluation task (margin ``ACCURACY_MARGIN``; the
+  strict score, avg@n of the boxed answer, ``sagc.evaluate.scoring.METRIC``);
 * *meets the budget*: its second-half straggler rate is at most the controller's δ (the
   paper's constraint, where a controller should have converged);
 * against the best static G under the budget — the largest fixed G whose straggler rate

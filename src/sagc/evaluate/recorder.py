@@ -5,9 +5,11 @@ first-class metric. lm-eval only returns the decoded text (cut at the first stop
 sequence), and re-tokenising that text is not exact: a sampled model need not emit the
 canonical tokenisation (a barely trained tiny model almost never does), so re-encoding
 undercounts and hides truncated generations. The HF backend therefore measures each row of
-``model.generate``'s output directly (``measure_generation``) and files the figures under
-the exact string lm-eval will log for that row (``GenerationRecorder``); the summary looks
-them up from the samples. Backends that do not record fall back to re-tokenisation.
+``model.generate``'s output directly (``measure_generation``), the vLLM backend takes the
+count of generated token ids and the finish reason from vLLM's own output, and both file
+the figures under the exact string lm-eval will log for that row (``GenerationRecorder``);
+the summary looks them up from the samples. A model that does not record (a scripted one
+in tests) falls back to re-tokenisation.
 
 Definitions (one place, used by the summary):
 

@@ -25,7 +25,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from sagc.evaluate.backends import BACKENDS, make_hf_lm, require_vllm, vllm_model_args
+from sagc.evaluate.backends import (BACKENDS, make_hf_lm, make_vllm_lm, require_vllm, shutdown_vllm,
+                                    vllm_model_args)
 from sagc.evaluate.recorder import GenerationRecorder
 from sagc.evaluate.summary import measure_samples, task_summary, validate_summary
 from sagc.io import atomic_write_json
@@ -99,6 +100,7 @@ class EvalConfig:
     tensor_parallel_size: int = 1
     gpu_memory_utilization: float = 0.9
     max_model_len: int | None = None
+    dtype: str = "auto"  # vLLM's: "auto" keeps a bf16 checkpoint's dtype; "float32" to match HF on CPU
 
     def validate(self) -> "EvalConfig":
         if self.backend not in BACKENDS:
@@ -153,36 +155,41 @@ def run_evaluation(cfg: EvalConfig, *, lm=None, tokenizer=None) -> dict:
         else:
             from sagc.tokenizers import load_tokenizer
 
-            model = "vllm"
             model_args = vllm_model_args(
                 cfg.model_dir,
                 tensor_parallel_size=cfg.tensor_parallel_size,
                 gpu_memory_utilization=cfg.gpu_memory_utilization,
                 max_model_len=cfg.max_model_len,
                 seed=cfg.seed,
+                dtype=cfg.dtype,
             )
+            model = make_vllm_lm(model_args, recorder)
             tokenizer = load_tokenizer(cfg.model_dir)
-            recorder = None  # vLLM lengths: re-tokenised (see sagc.evaluate.recorder)
 
         task_manager = TaskManager(include_path=str(out / "tasks"), include_defaults=False)
         tracker = EvaluationTracker(output_path=str(lm_out))
+
         started = time.perf_counter()
-        results = lm_eval.simple_evaluate(
-            model=model,
-            model_args=model_args,
-            tasks=list(cfg.tasks),
-            batch_size="auto" if isinstance(model, str) and model == "vllm" else cfg.batch_size,
-            device=cfg.device if cfg.backend == "hf" else None,
-            limit=cfg.limit,
-            log_samples=True,
-            evaluation_tracker=tracker,
-            task_manager=task_manager,
-            apply_chat_template=cfg.apply_chat_template,
-            random_seed=cfg.seed,
-            numpy_random_seed=cfg.seed,
-            torch_random_seed=cfg.seed,
-            fewshot_random_seed=cfg.seed,
-        )
+        try:
+            results = lm_eval.simple_evaluate(
+                model=model,
+                model_args=model_args,
+                tasks=list(cfg.tasks),
+                batch_size=cfg.batch_size,  # HF only: a built vLLM model batches itself ("auto")
+                device=cfg.device if cfg.backend == "hf" else None,
+                limit=cfg.limit,
+                log_samples=True,
+                evaluation_tracker=tracker,
+                task_manager=task_manager,
+                apply_chat_template=cfg.apply_chat_template,
+                random_seed=cfg.seed,
+                numpy_random_seed=cfg.seed,
+                torch_random_seed=cfg.seed,
+                fewshot_random_seed=cfg.seed,
+            )
+        finally:
+            if cfg.backend == "vllm" and lm is None:
+                shutdown_vllm(model)
         seconds = time.perf_counter() - started
         if results is None:
             raise RuntimeError("lm_eval.simple_evaluate returned no results (non-zero rank?)")
@@ -194,14 +201,15 @@ def run_evaluation(cfg: EvalConfig, *, lm=None, tokenizer=None) -> dict:
     summary = {"model": _model_label(cfg.model_dir), "cell": cfg.cell, "tasks": {}}
     length_rows = []
     for task in cfg.tasks:
+        task_samples = sorted(samples[task], key=lambda s: s["doc_id"])
         rows = measure_samples(
-            sorted(samples[task], key=lambda s: s["doc_id"]),
+            task_samples,
             recorder=recorder,
             tokenizer=tokenizer,
             max_gen_toks=max_gen_toks_of(configs[task]),
         )
         n_docs = int(results["n-samples"][task]["effective"])
-        summary["tasks"][task] = task_summary(results["results"][task], n_docs, rows)
+        summary["tasks"][task] = task_summary(results["results"][task], n_docs, rows, task_samples)
         length_rows += [{"task": task, **r} for r in rows]
     with open(out / "output_lengths.jsonl", "w", encoding="utf-8") as fh:
         for row in length_rows:

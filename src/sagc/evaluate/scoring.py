@@ -2,25 +2,30 @@
 
 Every task (tiny world, AIME, AMC, GPQA) judges a generation with
 ``sagc.answers.is_correct``: the same call the training reward makes, so a completion that
-earns reward during RL is exactly a completion that counts as correct here. Nothing in this
-module parses answers itself.
+earns reward during RL is exactly a completion that counts as correct here (the strict
+score, ``exact_match``). Beside it, ``exact_match_lenient`` (``is_correct_lenient``) also
+reads an unboxed answer, as lighteval and Qwen2.5-Math do, so our numbers can be put next
+to published ones. Nothing in this module parses answers itself.
 
-Repeats: the paper tasks can draw ``repeats: k`` samples per problem. lm-eval's default
-filter keeps only the first sample, so the YAMLs register ``keep_all_samples`` as their
-filter and ``process_results`` scores the mean over all k (avg@k, an unbiased pass@1
-estimate); with ``repeats: 1`` it is plain accuracy.
+Repeats: a task draws ``repeats: n`` samples per problem. lm-eval's default filter keeps
+only the first sample, so the YAMLs register ``keep_all_samples`` as their filter and
+``process_results`` scores the mean over all n (avg@n, an unbiased pass@1 estimate); with
+``repeats: 1`` it is plain accuracy. pass@k comes from the same samples
+(``sagc.evaluate.summary``).
 """
 
 from __future__ import annotations
 
 import random
-import re
 from typing import Any, Iterable
 
-from sagc.answers import is_correct
+from sagc.answers import is_correct, is_correct_lenient
 
-#: Name of the metric every task reports (lm-eval's results key is ``exact_match,<filter>``).
+#: The strict score every task reports (lm-eval's results key is ``exact_match,<filter>``):
+#: the primary one, and the one the headline's claims use.
 METRIC = "exact_match"
+#: The lenient score beside it (every task YAML lists both in its ``metric_list``).
+LENIENT_METRIC = "exact_match_lenient"
 #: Name of the filter pipeline every task YAML declares.
 FILTER = "all_samples"
 
@@ -42,7 +47,8 @@ def _reference(doc: dict) -> str:
 
 
 def process_results(doc: dict, results: list[Any]) -> dict[str, float]:
-    """Score one document: the fraction of its generations whose last ``\\boxed{}`` matches.
+    """Score one document: the fraction of its generations that are correct, strict (the
+    last box matches) and lenient.
 
     ``results`` holds one entry per request; with the ``keep_all_samples`` filter that
     entry is the list of the document's k generations (a bare string is accepted too, for
@@ -54,19 +60,23 @@ def process_results(doc: dict, results: list[Any]) -> dict[str, float]:
     if not generations:
         raise ValueError("process_results got no generation for a document")
     reference = _reference(doc)
-    score = sum(is_correct(g, reference) for g in generations) / len(generations)
-    return {METRIC: float(score)}
+    n = len(generations)
+    return {
+        METRIC: sum(is_correct(g, reference) for g in generations) / n,
+        LENIENT_METRIC: sum(is_correct_lenient(g, reference) for g in generations) / n,
+    }
 
 
 # --------------------------------------------------------------------------- GPQA
 
 
 def _clean(text: Any) -> str:
-    """GPQA's own light clean-up of choice text (same as lm-eval's built-in task)."""
+    """lm-eval's clean-up of a GPQA choice (``tasks/gpqa/*/utils.py: preprocess``): strip the
+    ends, ``" [title]"`` -> ``". "``, one pass of double spaces to one. Newlines and every
+    other character stay as the dataset gives them."""
     if text is None:
         return " "
-    text = str(text).strip().replace(" [title]", ". ")
-    return re.sub(r"\s+", " ", text)
+    return str(text).strip().replace(" [title]", ". ").replace("  ", " ")
 
 
 def gpqa_choice_order(question_id: str, seed: int = GPQA_SHUFFLE_SEED) -> list[int]:
@@ -104,7 +114,7 @@ def process_gpqa_docs(dataset):
         choices = [raw[i] for i in order]
         letter = GPQA_LETTERS[order.index(3)]
         out = {f"choice{k + 1}": c for k, c in enumerate(choices)}
-        out["question"] = _clean(doc["Question"])
+        out["question"] = doc["Question"]  # as lm-eval's prompt shows it: unchanged
         out["answer"] = letter
         return out
 

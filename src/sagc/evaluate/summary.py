@@ -3,13 +3,21 @@
 Shape (contract in docs/architecture.md; nothing else goes into this file)::
 
     {"model": str, "cell": str,
-     "tasks": {task: {"accuracy": float, "accuracy_stderr": float,
+     "tasks": {task: {"accuracy": float, "accuracy_stderr": float, "accuracy_lenient": float,
+                      "pass_at_k": {"1": float, "2": float, ..., "<n>": float},
+                      "samples_per_problem": int,
                       "mean_output_tokens": float, "truncation_rate": float,
                       "n_samples": int}}}
 
-* ``accuracy`` / ``accuracy_stderr``: lm-eval's own ``exact_match`` (mean over documents of
-  the per-document avg@k) and its standard error; the stderr is 0.0 when lm-eval reports
-  none (a single document).
+* ``accuracy`` / ``accuracy_stderr``: the strict score (the box, as the prompt asks; the
+  primary one): lm-eval's own ``exact_match`` (mean over documents of the per-document
+  avg@n) and its standard error; the stderr is 0.0 when lm-eval reports none (a single
+  document).
+* ``accuracy_lenient``: lm-eval's ``exact_match_lenient``, the same mean under the lenient
+  reading of unboxed answers (``sagc.answers``).
+* ``pass_at_k``: strict pass@k for k = 1, 2, 4, ... and n, with Chen et al.'s (2021)
+  unbiased estimator per problem, averaged over problems: from the same n samples per
+  problem (``samples_per_problem``) as avg@n, so pass@1 equals ``accuracy``.
 * ``n_samples``: documents evaluated (lm-eval's effective ``n-samples``).
 * ``mean_output_tokens`` / ``truncation_rate``: over every generation (documents x repeats),
   in the evaluated model's tokens, before any filtering (see ``sagc.evaluate.recorder``).
@@ -22,10 +30,15 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable
 
-from sagc.evaluate.recorder import GenerationRecord, GenerationRecorder
-from sagc.evaluate.scoring import FILTER, METRIC
+from scipy.special import comb
 
-SUMMARY_FIELDS = ("accuracy", "accuracy_stderr", "mean_output_tokens", "truncation_rate", "n_samples")
+from sagc.evaluate.recorder import GenerationRecord, GenerationRecorder
+from sagc.evaluate.scoring import FILTER, LENIENT_METRIC, METRIC
+
+SUMMARY_FIELDS = ("accuracy", "accuracy_stderr", "accuracy_lenient", "pass_at_k", "samples_per_problem",
+                  "mean_output_tokens", "truncation_rate", "n_samples")
+_FLOAT_FIELDS = ("accuracy", "accuracy_stderr", "accuracy_lenient", "mean_output_tokens", "truncation_rate")
+_INT_FIELDS = ("samples_per_problem", "n_samples")
 
 
 def _generations(sample: dict) -> list[str]:
@@ -76,16 +89,54 @@ def _as_float(value: Any, default: float) -> float:
     return f if math.isfinite(f) else default
 
 
-def task_summary(task_results: dict, n_docs: int, length_rows: list[dict]) -> dict[str, Any]:
-    key = f"{METRIC},{FILTER}"
-    if key not in task_results:
-        raise ValueError(f"lm-eval results lack {key!r}; got {sorted(task_results)}")
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Chen et al.'s (2021) unbiased pass@k of one problem with ``c`` of ``n`` samples
+    correct: 1 - C(n - c, k) / C(n, k), the chance that k of the n drawn without
+    replacement hold a correct one."""
+    if not 0 <= c <= n or not 1 <= k <= n:
+        raise ValueError(f"pass@k needs 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
+    return 1.0 - float(comb(n - c, k, exact=True)) / float(comb(n, k, exact=True))
+
+
+def pass_at_ks(n: int) -> list[int]:
+    """The k reported for n samples per problem: 1, 2, 4, ... up to n, and n itself."""
+    ks = [1 << i for i in range(n.bit_length()) if 1 << i <= n]
+    return ks if ks[-1] == n else ks + [n]
+
+
+def pass_at_k_curve(samples: Iterable[dict]) -> tuple[int, dict[str, float]]:
+    """Samples per problem and the mean over problems of strict pass@k, for every k of
+    ``pass_at_ks``; from lm-eval's logged samples (a problem's ``exact_match`` is c / n)."""
+    counts = []
+    for sample in samples:
+        n = len(_generations(sample))
+        counts.append((n, round(float(sample[METRIC]) * n)))
+    if not counts:
+        raise ValueError("no logged sample to compute pass@k from")
+    n = min(n for n, _ in counts)
+    if any(m != n for m, _ in counts):
+        raise ValueError(f"problems carry different sample counts {sorted({m for m, _ in counts})}: "
+                         "pass@k needs the same n for every problem")
+    return n, {str(k): sum(pass_at_k(n, c, k) for _, c in counts) / len(counts) for k in pass_at_ks(n)}
+
+
+def task_summary(task_results: dict, n_docs: int, length_rows: list[dict],
+                 samples: list[dict]) -> dict[str, Any]:
+    """One task's summary entry from lm-eval's results, the length rows and its samples."""
+    key, lenient = f"{METRIC},{FILTER}", f"{LENIENT_METRIC},{FILTER}"
+    for needed in (key, lenient):
+        if needed not in task_results:
+            raise ValueError(f"lm-eval results lack {needed!r}; got {sorted(task_results)}")
     if not length_rows:
         raise ValueError("no generation was logged for the task (log_samples off?)")
     n = len(length_rows)
+    per_problem, curve = pass_at_k_curve(samples)
     return {
         "accuracy": _as_float(task_results[key], math.nan),
         "accuracy_stderr": _as_float(task_results.get(f"{METRIC}_stderr,{FILTER}"), 0.0),
+        "accuracy_lenient": _as_float(task_results[lenient], math.nan),
+        "pass_at_k": curve,
+        "samples_per_problem": per_problem,
         "mean_output_tokens": sum(r["n_tokens"] for r in length_rows) / n,
         "truncation_rate": sum(bool(r["truncated"]) for r in length_rows) / n,
         "n_samples": int(n_docs),
@@ -102,9 +153,14 @@ def validate_summary(summary: dict) -> dict:
     for task, fields in summary["tasks"].items():
         if set(fields) != set(SUMMARY_FIELDS):
             raise ValueError(f"summary task {task!r} fields {sorted(fields)} != {list(SUMMARY_FIELDS)}")
-        if not isinstance(fields["n_samples"], int):
-            raise ValueError(f"summary task {task!r}: n_samples must be an int")
-        for name in SUMMARY_FIELDS[:-1]:
+        for name in _INT_FIELDS:
+            if not isinstance(fields[name], int):
+                raise ValueError(f"summary task {task!r}: {name} must be an int")
+        for name in _FLOAT_FIELDS:
             if not isinstance(fields[name], float) or not math.isfinite(fields[name]):
                 raise ValueError(f"summary task {task!r}: {name} must be a finite float")
+        curve = fields["pass_at_k"]
+        if not isinstance(curve, dict) or not curve or not all(
+                k.isdigit() and isinstance(v, float) and 0.0 <= v <= 1.0 for k, v in curve.items()):
+            raise ValueError(f"summary task {task!r}: pass_at_k must map each k to a rate in [0, 1]")
     return summary

@@ -15,7 +15,7 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import yaml
 
@@ -48,12 +48,15 @@ _Dumper.add_representer(FunctionRef, lambda dumper, ref: dumper.represent_scalar
 
 @dataclass(frozen=True)
 class GenerationOverrides:
-    """Run-level generation settings; ``None`` keeps the task YAML's default."""
+    """Run-level generation settings; ``None`` keeps the task YAML's default.
+
+    ``repeats`` (n samples per problem, for avg@n and pass@n): one n for every task, or a
+    mapping task -> n (tasks it leaves out keep their YAML's n)."""
 
     max_gen_toks: int | None = None
     temperature: float | None = None
     top_p: float | None = None
-    repeats: int | None = None
+    repeats: int | Mapping[str, int] | None = None
 
     def __post_init__(self) -> None:
         if self.max_gen_toks is not None and self.max_gen_toks < 1:
@@ -62,8 +65,17 @@ class GenerationOverrides:
             raise ValueError(f"temperature must be >= 0, got {self.temperature}")
         if self.top_p is not None and not 0 < self.top_p <= 1:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
-        if self.repeats is not None and self.repeats < 1:
-            raise ValueError(f"repeats must be >= 1, got {self.repeats}")
+        per_task = self.repeats if isinstance(self.repeats, Mapping) else {"*": self.repeats}
+        for task, n in per_task.items():
+            if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+                where = "repeats" if task == "*" else f"repeats.{task}"
+                raise ValueError(f"{where} must be an integer >= 1, got {n!r}")
+
+    def repeats_for(self, task: str) -> int | None:
+        """The run's n for ``task``, or None to keep the YAML's."""
+        if isinstance(self.repeats, Mapping):
+            return self.repeats.get(task)
+        return self.repeats
 
 
 def task_yaml_paths() -> dict[str, Path]:
@@ -152,8 +164,8 @@ def apply_overrides(cfg: dict[str, Any], gen: GenerationOverrides) -> dict[str, 
     if not kwargs.get("do_sample"):
         kwargs.pop("top_p", None)  # meaningless (and warned about) under greedy decoding
     cfg["generation_kwargs"] = kwargs
-    if gen.repeats is not None:
-        cfg["repeats"] = int(gen.repeats)
+    if gen.repeats_for(cfg.get("task")) is not None:
+        cfg["repeats"] = int(gen.repeats_for(cfg.get("task")))
     return cfg
 
 
@@ -172,6 +184,9 @@ def write_run_tasks(
         raise ValueError("no task given")
     if len(set(tasks)) != len(tasks):
         raise ValueError(f"a task is listed twice: {tasks}")
+    if isinstance(gen.repeats, Mapping) and set(gen.repeats) - set(tasks):
+        raise ValueError(f"repeats names task(s) {sorted(set(gen.repeats) - set(tasks))} that are not "
+                         f"evaluated (tasks: {tasks})")
     configs = {}
     for name in tasks:
         cfg = apply_overrides(resolve_data_files(load_task_config(name), data_dir), gen)
@@ -184,3 +199,47 @@ def write_run_tasks(
         with open(out_dir / f"{name}.yaml", "w", encoding="utf-8") as fh:
             yaml.dump(cfg, fh, Dumper=_Dumper, sort_keys=False, allow_unicode=True)
     return configs
+
+
+#: Output tokens per second one GPU decodes for a 3B model under vLLM with many sequences
+#: in flight: an assumed order of magnitude for the plan below, not a measurement here.
+ASSUMED_DECODE_TOKENS_PER_GPU_S = 10_000
+
+
+@dataclass(frozen=True)
+class TaskPlan:
+    """What one model's evaluation of a task generates at most: every sample to the cap."""
+
+    task: str
+    problems: int
+    samples: int  # per problem (n of avg@n, pass@n)
+    max_gen_toks: int
+
+    @property
+    def max_tokens(self) -> int:
+        return self.problems * self.samples * self.max_gen_toks
+
+
+def evaluation_plan(tasks: list[str], gen: GenerationOverrides, limit: int | None = None) -> list[TaskPlan]:
+    """Per task, the generations of one model's evaluation, from the task YAMLs' problem
+    counts (``metadata.sagc_problems``), the run's ``limit`` and its generation settings."""
+    plans = []
+    for name in tasks:
+        cfg = apply_overrides(load_task_config(name), gen)
+        problems = (cfg.get("metadata") or {}).get("sagc_problems")
+        if problems is None:
+            raise ValueError(f"task {name!r} states no metadata.sagc_problems (its problem count)")
+        plans.append(TaskPlan(name, min(int(problems), limit or int(problems)), int(cfg.get("repeats", 1)),
+                              max_gen_toks_of(cfg)))
+    return plans
+
+
+def describe_plan(plans: list[TaskPlan], models: int) -> str:
+    """One paragraph for the dry run: samples and worst-case tokens, and GPU-hours at the
+    assumed decode rate."""
+    tokens = models * sum(p.max_tokens for p in plans)
+    hours = tokens / ASSUMED_DECODE_TOKENS_PER_GPU_S / 3600
+    parts = ", ".join(f"{p.task} {p.problems} x {p.samples} samples x <= {p.max_gen_toks} tok" for p in plans)
+    return (f"evaluation plan: {models} models x ({parts}) = at most {tokens / 1e6:.0f}M generated tokens, "
+            f"~{hours:.1f} GPU-hours at an assumed {ASSUMED_DECODE_TOKENS_PER_GPU_S} tokens/s per GPU "
+            "(an upper bound: every sample to its cap)")

@@ -127,6 +127,18 @@ def eval_settings(config: dict[str, Any]) -> dict[str, Any]:
     return ev
 
 
+def evaluation_plan_line(config: dict[str, Any], grid: Grid) -> str:
+    """The dry run's line on the evaluation's size: every evaluated model (cells and base
+    models) x its tasks' problems x samples x token cap (``sagc.evaluate.taskcfg``)."""
+    from sagc.evaluate.taskcfg import GenerationOverrides, describe_plan, evaluation_plan
+
+    ev = eval_settings(config)
+    gen = GenerationOverrides(max_gen_toks=ev.get("max_gen_toks"), temperature=ev.get("temperature"),
+                              top_p=ev.get("top_p"), repeats=ev.get("repeats"))
+    models = len(list(grid.cells())) + (len(grid.models) if ev.get("base_models", True) else 0)
+    return describe_plan(evaluation_plan(list(ev["tasks"]), gen, ev.get("limit")), models)
+
+
 def aggregate_grid(config: dict[str, Any], grid: Grid) -> dict[str, Any]:
     """The grid description ``python -m sagc.aggregate --grid`` reads."""
     from sagc.aggregate.grid import Grid as Defaults
@@ -203,6 +215,8 @@ def cli_flags(params: dict[str, Any]) -> str:
             continue
         elif isinstance(value, (list, tuple)):
             parts.append(flag + " " + " ".join(shlex.quote(str(v)) for v in value))
+        elif isinstance(value, dict):  # --repeats aime24_boxed=64,gpqa_diamond_boxed=8
+            parts.append(f"{flag} " + shlex.quote(",".join(f"{k}={v}" for k, v in sorted(value.items()))))
         else:
             parts.append(f"{flag} {shlex.quote(str(value))}")
     return " ".join(parts)

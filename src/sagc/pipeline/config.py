@@ -79,9 +79,22 @@ def check_semantics(config: dict[str, Any], source: str) -> None:
     if tuned_on:
         problems.append(f"config key 'seeds': {tuned_on} are also dev_seeds (settings were tuned on them); "
                         "report seeds must be fresh")
+    problems += _evaluate_problems(config)
     problems += _sizing_problems(config)
     if problems:
         raise ConfigError(f"{source}: invalid config\n  " + "\n  ".join(problems))
+
+
+def _evaluate_problems(config: dict[str, Any]) -> list[str]:
+    """A per-task ``evaluate.repeats`` names only tasks that are evaluated."""
+    from sagc.pipeline.cells import eval_settings
+
+    ev = eval_settings(config)
+    repeats = ev.get("repeats")
+    if not isinstance(repeats, dict):
+        return []
+    return [f"config key 'evaluate.repeats.{task}': not one of the evaluated tasks {list(ev['tasks'])}"
+            for task in sorted(set(repeats) - set(ev["tasks"]))]
 
 
 def _sizing_problems(config: dict[str, Any]) -> list[str]:

@@ -33,7 +33,7 @@ import argparse
 import copy
 import sys
 from pathlib import Path
-from typing import Any, Literal, Optional, Union
+from typing import Annotated, Any, Literal, Optional, Union
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
@@ -159,7 +159,9 @@ class EvaluateBlock(_Block):
     batch_size: Union[int, str] = None
     temperature: float = Field(None, ge=0)
     top_p: float = Field(None, gt=0, le=1)
-    repeats: int = Field(None, ge=1, description="samples per problem (avg@k); use with temperature > 0")
+    repeats: Union[Annotated[int, Field(ge=1)], dict[str, Annotated[int, Field(ge=1)]]] = Field(
+        None, description=("samples per problem n (avg@n and pass@n, from the same samples): one n for every "
+                           "task, or task -> n (others keep their task YAML's n); use with temperature > 0"))
     tensor_parallel_size: int = Field(None, ge=1)
     gpu_memory_utilization: float = Field(None, gt=0, le=1)
     max_model_len: int = Field(None, ge=1)
