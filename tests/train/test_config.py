@@ -185,6 +185,12 @@ def test_vllm_without_the_package_fails_clearly(cell, tmp_path, capsys):
     assert "device.use_vllm=true but the 'vllm' package is not installed" in capsys.readouterr().err
 
 
+@pytest.mark.skipif(vllm_installed(), reason="vllm is installed here")
+def test_vllm_on_cpu_needs_the_cpu_build(cell):
+    with pytest.raises(ValueError, match=r"use_cpu=true needs vLLM's CPU build \(requirements/cpu-vllm\.txt"):
+        TrainConfig.from_dict(_with(cell, "device", {"use_cpu": True, "use_vllm": True}), check_vllm=False)
+
+
 def test_cli_rejects_bad_cells_before_loading_anything(cell, tmp_path, capsys, monkeypatch):
     from sagc.train.run import main
 

@@ -30,7 +30,7 @@ def test_weight_sync_happens_once_per_update_and_is_timed():
     calls = []
     trainer = SimpleNamespace(
         use_vllm=True, _last_loaded_step=-1, state=SimpleNamespace(global_step=0),
-        vllm_generation=SimpleNamespace(sync_weights=lambda: calls.append(1)),
+        vllm_generation=SimpleNamespace(mode="colocate", sync_weights=lambda: calls.append(1)),
         model=SimpleNamespace(training=True), _metrics={"train": defaultdict(list), "eval": defaultdict(list)},
     )
     first = timed_weight_sync(trainer)

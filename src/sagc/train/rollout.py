@@ -18,7 +18,11 @@ NaN, which TRL's importance sampling correction treats as "no correction" (ratio
 **Weight sync.** With vLLM, TRL copies the policy's weights into vLLM before the first
 generation of each optimizer step, inside the generation call. ``timed_weight_sync`` does
 that copy itself (the same call TRL makes) and records its duration, so the rollout time is
-reported apart from it.
+reported apart from it. On vLLM's CPU build TRL's colocated copy fails: the CPU build
+repacks linear weights after loading, the repacked parameters lose their ``weight_loader``,
+and ``load_weights`` raises. There the copy goes through vLLM's own layerwise reload
+(``reload_weights`` with the policy's weights), which restores the loaders, loads and
+repacks again (``sync_weights``).
 
 **Importance sampling.** ``record_importance_sampling`` logs the fraction of the
 correction's units (tokens, or rows for the sequence modes) that the mode masked (ratio set
@@ -110,13 +114,26 @@ def trim_rollouts(trainer: Any, completion_ids: list, logprobs: list | None, sto
     return ids, lps
 
 
+def sync_weights(vllm_generation: Any) -> None:
+    """Copy the policy's weights into vLLM: TRL's ``sync_weights``, or on vLLM's CPU build
+    (colocated) vLLM's layerwise reload of the same weights (see the module docstring)."""
+    from sagc.vllm_support import vllm_cpu_build_installed
+
+    if vllm_generation.mode != "colocate" or not vllm_cpu_build_installed():
+        vllm_generation.sync_weights()
+        return
+    runner = vllm_generation.llm.llm_engine.model_executor.driver_worker.model_runner
+    runner.reload_weights(weights_iterator=list(vllm_generation._iter_named_params()), is_checkpoint_format=True)
+    vllm_generation.llm.reset_prefix_cache()
+
+
 def timed_weight_sync(trainer: Any) -> float:
     """TRL's own "sync the weights to vLLM if the optimizer step changed", timed; returns
     its seconds (0.0 when nothing was synced)."""
     if not trainer.use_vllm or trainer.state.global_step == trainer._last_loaded_step:
         return 0.0
     t0 = time.perf_counter()
-    trainer.vllm_generation.sync_weights()
+    sync_weights(trainer.vllm_generation)
     trainer._last_loaded_step = trainer.state.global_step
     seconds = time.perf_counter() - t0
     trainer._metrics["train" if trainer.model.training else "eval"][WEIGHT_SYNC_METRIC].append(seconds)

@@ -64,6 +64,14 @@ ATTRIBUTES: tuple[str, ...] = (
 )
 
 
+#: Methods of TRL's ``VLLMGeneration`` (``trainer.vllm_generation``) that
+#: ``sagc.train.rollout.sync_weights`` calls.
+VLLM_GENERATION_METHODS: tuple[str, ...] = (
+    "sync_weights",  # TRL's weight copy (every platform but vLLM's CPU build)
+    "_iter_named_params",  # the policy's weights as TRL gathers them, for the CPU build's reload
+)
+
+
 def check_contract(trainer_cls: type | None = None) -> list[str]:
     """Problems of ``trainer_cls`` (default: the installed ``trl.GRPOTrainer``) against
     ``HOOKS`` and ``ATTRIBUTES``, one line each naming the hook; empty when all hold."""
@@ -87,6 +95,11 @@ def check_contract(trainer_cls: type | None = None) -> list[str]:
     for attr in ATTRIBUTES:
         if not re.search(rf"self\.{re.escape(attr)}\s*[:=]", source):
             problems.append(f"TRL attribute {attr}: {trainer_cls.__name__} no longer assigns self.{attr}")
+    from trl.generation.vllm_generation import VLLMGeneration
+
+    for name in VLLM_GENERATION_METHODS:
+        if not callable(getattr(VLLMGeneration, name, None)):
+            problems.append(f"TRL VLLMGeneration.{name} is gone (sagc.train.rollout.sync_weights calls it)")
     return problems
 
 
