@@ -1,6 +1,7 @@
 """The trainer's colocated vLLM path for real, on vLLM's CPU build: SAGC changes G through
-vLLM, the weights vLLM samples from are the policy's after a sync, and DAPO's refill rounds
-go through vLLM. Skipped where vLLM is not installed (``requirements/cpu-vllm.txt``)."""
+vLLM, DAPO's refill rounds go through vLLM, two seeds sample differently; and, as an
+expected failure, the weights after a sync (the CPU build keeps repacked linear layers
+stale). Skipped where vLLM is not installed (``requirements/cpu-vllm.txt``)."""
 
 from __future__ import annotations
 
@@ -42,47 +43,57 @@ def _cell(model_dir, data_dir, out, algorithm="grpo", **train):
     }
 
 
-def _hf_greedy(model, tok, prompts, n=40):
-    import torch
-
-    out = []
-    for p in prompts:
-        ids = tok(p, return_tensors="pt", add_special_tokens=False).input_ids
-        with torch.no_grad():
-            g = model.generate(ids, max_new_tokens=n, do_sample=False, eos_token_id=tok.eos_token_id,
-                               pad_token_id=tok.pad_token_id)
-        out.append(g[0, ids.shape[1]:].tolist())
-    return out
-
-
-def test_sagc_trains_through_colocated_vllm_and_vllm_holds_the_policys_weights(vllm_model_dir, tiny_data_dir, tmp_path):
-    from transformers import AutoModelForCausalLM
-    from vllm import SamplingParams
-
+def test_sagc_changes_g_through_colocated_vllm(vllm_model_dir, tiny_data_dir, tmp_path):
     from sagc.train.config import TrainConfig
-    from sagc.train.rollout import sync_weights
     from sagc.train.run import build_trainer
 
     trainer = build_trainer(TrainConfig.from_dict(_cell(vllm_model_dir, tiny_data_dir, tmp_path / "grpo")))
-    tok = trainer.processing_class
-    prompts = [trainer.train_dataset[i]["prompt"] for i in range(6)]
     trainer.train()
-
     history = trainer.history
     assert [h["step"] for h in history] == [1, 2, 3]
     assert all(h["group_size"] in CANDIDATES for h in history)
     for h in history:  # every row of the step came from one vLLM generate call of P x G rows
         assert [c["rows"] for c in h["calls"]] == [2 * h["group_size"]] and h["rollouts"] == 2 * h["group_size"]
 
-    # The last update came after the last rollout: sync once more, then vLLM's greedy
-    # continuations must be the policy's, token for token.
+
+@pytest.mark.xfail(strict=True, reason="vLLM's CPU build keeps its repacked linear weights through the "
+                   "layerwise reload: after a sync vLLM still computes part of the old policy")
+def test_after_a_sync_vllm_scores_as_the_policy(vllm_model_dir, tiny_data_dir, tmp_path, monkeypatch):
+    """vLLM's log-probs of a sequence equal the policy's after the policy moved and was
+    synced. vLLM runs in float32 here (TRL lets it pick bfloat16 on CPU), so any
+    difference beyond rounding is a weight that did not arrive."""
+    import torch
+    import trl.generation.vllm_generation as trl_vllm
+    from vllm import LLM, SamplingParams
+
+    from sagc.train.config import TrainConfig
+    from sagc.train.rollout import sync_weights
+    from sagc.train.run import build_trainer
+
+    class Float32LLM(LLM):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **{**kwargs, "dtype": "float32"})
+
+    monkeypatch.setattr(trl_vllm, "LLM", Float32LLM)
+    trainer = build_trainer(TrainConfig.from_dict(_cell(vllm_model_dir, tiny_data_dir, tmp_path / "sync")))
+    tok = trainer.processing_class
+    seq = tok(trainer.train_dataset[0]["prompt"], add_special_tokens=False).input_ids + [5, 6, 7, 8]
+
+    def gap():
+        with torch.no_grad():
+            logp = torch.log_softmax(trainer.model(torch.tensor([seq])).logits[0].float(), -1)
+        policy = [logp[i - 1, seq[i]].item() for i in range(1, len(seq))]
+        out = trainer.vllm_generation.llm.generate([{"prompt_token_ids": seq}],
+                                                   SamplingParams(max_tokens=1, prompt_logprobs=0))[0]
+        engine = [next(iter(d.values())).logprob for d in out.prompt_logprobs[1:]]
+        return max(abs(a - b) for a, b in zip(policy, engine))
+
+    assert gap() < 1e-4  # the same weights before any change
+    with torch.no_grad():
+        for p in trainer.model.parameters():
+            p.add_(0.02 * torch.randn_like(p))
     sync_weights(trainer.vllm_generation)
-    outs = trainer.vllm_generation.llm.generate(prompts, SamplingParams(temperature=0.0, max_tokens=40))
-    policy = _hf_greedy(trainer.model.eval(), tok, prompts)
-    assert [list(o.outputs[0].token_ids) for o in outs] == policy
-    # ... and the check can fail: training moved the weights away from the base model's.
-    base = _hf_greedy(AutoModelForCausalLM.from_pretrained(vllm_model_dir).eval(), tok, prompts)
-    assert base != policy
+    assert gap() < 1e-4
 
 
 def test_dapo_refill_rounds_go_through_vllm(vllm_model_dir, tiny_data_dir, tmp_path):
@@ -99,3 +110,28 @@ def test_dapo_refill_rounds_go_through_vllm(vllm_model_dir, tiny_data_dir, tmp_p
     for h in trainer.history:
         assert h["generate_calls"] == 3 and h["ds_rounds"] == 2
         assert [c["rows"] for c in h["calls"]] == [2 * h["group_size"]] * 3
+
+
+def test_two_seeds_are_two_samples_through_vllm(vllm_model_dir, tiny_data_dir, tmp_path):
+    """One prompt text in the whole data set, so only the sampling seed can tell two cells
+    apart: the same seed repeats its rollouts, another seed draws others (TRL alone seeds
+    every colocated engine alike, and the two seeds would sample the same rows)."""
+    from sagc.train.config import TrainConfig
+    from sagc.train.run import build_trainer
+
+    one = tmp_path / "one"
+    one.mkdir()
+    first = (tiny_data_dir / "train.jsonl").read_text().splitlines()[0]
+    (one / "train.jsonl").write_text((first + "\n") * 40)
+
+    def lengths(seed, name):
+        cfg = _cell(vllm_model_dir, one, tmp_path / name, steps=1, seed=seed)
+        cfg["cell"]["sizing"] = "g8"
+        cfg["sizing"] = {"name": "g8", "sagc": {"tau": 2.0}}
+        trainer = build_trainer(TrainConfig.from_dict(cfg))
+        trainer.train()
+        return [list(map(int, g)) for g in trainer.steps[0].lengths]
+
+    a, again, other = lengths(11, "a"), lengths(11, "again"), lengths(12, "other")
+    assert a == again
+    assert a != other

@@ -21,8 +21,12 @@ that copy itself (the same call TRL makes) and records its duration, so the roll
 reported apart from it. On vLLM's CPU build TRL's colocated copy fails: the CPU build
 repacks linear weights after loading, the repacked parameters lose their ``weight_loader``,
 and ``load_weights`` raises. There the copy goes through vLLM's own layerwise reload
-(``reload_weights`` with the policy's weights), which restores the loaders, loads and
-repacks again (``sync_weights``).
+(``reload_weights`` with the policy's weights, ``sync_weights``): it no longer fails, and
+the embedding, norms and biases arrive, but the repacked linear layers keep computing with
+their old packed weights (after a reload vLLM's log-probs still differ from the policy's;
+``tests/train/test_vllm_cpu.py`` holds it as an expected failure). So on the CPU build a
+vLLM rollout samples from a partly stale policy: good for checking the code path, not for
+training results. On GPUs TRL's own copy is used.
 
 **Importance sampling.** ``record_importance_sampling`` logs the fraction of the
 correction's units (tokens, or rows for the sequence modes) that the mode masked (ratio set

@@ -60,7 +60,7 @@ from typing import Any
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset as TorchDataset
-from transformers import TrainerCallback
+from transformers import TrainerCallback, set_seed
 from transformers.trainer_callback import PrinterCallback, ProgressCallback
 from trl import GRPOConfig, GRPOTrainer
 
@@ -198,6 +198,18 @@ class SAGCGRPOTrainer(GRPOTrainer):
             callbacks=callbacks,
             **kwargs,
         )
+        if args.use_vllm and args.vllm_mode == "colocate":
+            # TRL seeds every colocated engine with process_index // tp (0 for one process),
+            # and vLLM's worker setup reseeds torch's global RNG with it; in colocate mode the
+            # engine samples from that RNG, in this process. Reseed with the cell's seed, so
+            # that two seeds are two independent samples (TRL's HF path already is).
+            set_seed(args.seed)
+            from sagc.vllm_support import vllm_cpu_build_installed
+
+            if vllm_cpu_build_installed():
+                log.warning("vLLM's CPU build: a weight sync leaves its repacked linear layers on the "
+                            "old weights (sagc.train.rollout), so rollouts sample from a partly stale "
+                            "policy; use it to check the code path, not for results")
         # The one place the prompt stream is made (unless given: tail batching): the trainer
         # calls take(k), observe(prompt ids, lengths) and state_dict() / load_state_dict() on it.
         if prompt_stream is None:
