@@ -296,10 +296,10 @@ def accuracy_interval(eval_dirs: list[str], task: str) -> paired.Interval | None
     return paired.seed_interval(per_seed).clipped(0.0, 1.0)
 
 
-def _samples_per_problem(entries, task: str) -> str:
+def _samples_per_problem(evals: list[dict], task: str) -> str:
     """n of a task's avg@n / pass@n for the headers: the evaluations' samples per problem
     (``n`` when none was evaluated; the range when evaluations differ)."""
-    ns = sorted({int(e[task]["samples_per_problem"]) for entry in entries for e in entry[3] if task in e})
+    ns = sorted({int(e[task]["samples_per_problem"]) for e in evals if task in e})
     return "n" if not ns else str(ns[0]) if len(ns) == 1 else f"{ns[0]}-{ns[-1]}"
 
 
@@ -330,7 +330,8 @@ def downstream_table(collected: Collected) -> Table:
         rows_txt.append([model, algo, sizing, seeds]
                         + [fmt(show[f"{t}{part}"], "pct") for t in tasks for part in ("", "/lenient", "/pass")]
                         + [fmt(show["__length__"], "1f")])  # fmt: skip
-    n_of = {t: _samples_per_problem(entries, t) for t in tasks}
+    every_eval = [e for _, _, _, evals, *_ in entries for e in evals]
+    n_of = {t: _samples_per_problem(every_eval, t) for t in tasks}
     headers = ["Model", "Algorithm", "Sizing", "Seeds"] + [
         h for t in tasks for h in (f"{t} strict avg@{n_of[t]} (%)", f"{t} lenient avg@{n_of[t]} (%)",
                                    f"{t} pass@{n_of[t]} (%)")
