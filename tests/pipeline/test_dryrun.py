@@ -77,7 +77,7 @@ def test_a_models_own_tiny_model_flags_override_the_shared_ones(tmp_path):
     configfile.write_text(yaml.safe_dump(config))
     rc, out = snakemake("-n", "-p", "--directory", str(tmp_path / "run"), "--configfile", str(configfile))
     assert rc == 0, out
-    commands = {arch: c for c in re.findall(r"python -m sagc\.tiny base-model .*", out)
+    commands = {arch: c for c in re.findall(r"-m sagc\.tiny base-model .*", out)
                 for arch in ("qwen2", "llama") if f"--arch {arch} " in c}
     assert set(commands) == {"qwen2", "llama"}, out
     assert "--warm-steps 1500" in commands["llama"] and "--warm-steps 900" not in commands["llama"]

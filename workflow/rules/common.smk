@@ -9,6 +9,7 @@ from sagc.aggregate.outputs import (
     figure_outputs,
     table_outputs,
 )
+from sagc import warm
 from sagc.pipeline import Grid
 from sagc.pipeline.cells import (
     aggregate_grid,
@@ -48,6 +49,23 @@ configure_job_environment(
     config["wandb"]["mode"],
     config["tiny"]["cpu_isa"] if WORLD == "tiny" else None,
 )
+
+
+# A tiny-world job spends about as long importing torch, transformers, TRL and lm-eval as
+# it computes. A local run therefore starts one interpreter that imports them once, and the
+# rules' `python -m sagc.warm -m MODULE` runs each job in a fork of it (sagc.warm). Cluster
+# jobs, and any job the server cannot take, run `python -m MODULE` in a fresh interpreter.
+onstart:
+    if WORLD == "tiny" and workflow.local_exec:
+        warm.start(log=f"{ROOT}/logs/warm.log")
+
+
+onsuccess:
+    warm.stop()
+
+
+onerror:
+    warm.stop()
 
 
 wildcard_constraints:

@@ -46,7 +46,7 @@ rule evaluate_cell:
     conda:
         "../../envs/eval.yaml"
     shell:
-        "python -m sagc.evaluate run {params.args} --threads {threads} > {log:q} 2>&1"
+        "python -m sagc.warm -m sagc.evaluate run {params.args} --threads {threads} > {log:q} 2>&1"
 
 
 rule evaluate_base:
@@ -72,4 +72,4 @@ rule evaluate_base:
     conda:
         "../../envs/eval.yaml"
     shell:
-        "python -m sagc.evaluate run {params.args} --threads {threads} > {log:q} 2>&1"
+        "python -m sagc.warm -m sagc.evaluate run {params.args} --threads {threads} > {log:q} 2>&1"

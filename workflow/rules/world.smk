@@ -65,7 +65,7 @@ if WORLD == "tiny":
         conda:
             "../../envs/train.yaml"
         shell:
-            "python -m sagc.tiny base-model --arch {params.arch:q} --data {params.data:q}"
+            "python -m sagc.warm -m sagc.tiny base-model --arch {params.arch:q} --data {params.data:q}"
             " --tokenizer {input.tokenizer:q} --out {output.model:q} --seed {params.seed}"
             " --threads {threads} {params.flags} > {log:q} 2>&1"
             " && cp {output.model:q}/build.json {output.info:q}"
@@ -92,7 +92,7 @@ if WORLD == "tiny":
         conda:
             "../../envs/train.yaml"
         shell:
-            "python -m sagc.tiny measure --model {input.model:q} --data {params.data:q}"
+            "python -m sagc.warm -m sagc.tiny measure --model {input.model:q} --data {params.data:q}"
             " --tau {params.tau} --prompts-per-step {params.prompts} --out {output:q}"
             " --max-completion-length {params.max_len} --temperature {params.temperature}"
             " {params.flags} > {log:q} 2>&1"

@@ -1,0 +1,355 @@
+"""A warm interpreter for a local grid's short jobs.
+
+A tiny-world job trains or evaluates for seconds and spends about as long importing torch,
+transformers, TRL and lm-eval. For a local run the workflow starts one server that imports
+them once (``serve``), and each job runs in a fork of it instead of a fresh interpreter:
+
+    python -m sagc.warm -m sagc.evaluate run ...   # behaves as: python -m sagc.evaluate run ...
+
+The client hands the server the job's argv, working directory, environment and its
+stdin/stdout/stderr (as file descriptors over the Unix socket); the server forks, and the
+child applies them and runs the module as ``__main__``. The client forwards SIGINT, SIGTERM
+and SIGHUP to the child and exits with its status; a child whose client dies is terminated.
+Without a server (SLURM jobs, a job started by hand, ``SAGC_WARM=0``), or when the job's
+interpreter or import-time environment differ from the server's, the client runs
+``python -m ...`` itself, in a fresh interpreter.
+
+What a child shares with its server, and a fresh interpreter would not have: the modules
+already imported (under the same import-time environment: the child refuses a job whose
+differs), the hash seed, and warnings already shown during the imports. The child reseeds
+``random`` from the OS, as a fresh interpreter does. A job computes the same bits either
+way (tests/test_warm.py trains one cell both ways). Snakemake's ``benchmark:`` files time
+the client: their wall seconds are the job's; their CPU seconds and memory are not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import importlib
+import json
+import os
+import random
+import runpy
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import traceback
+
+SOCKET_ENV = "SAGC_WARM_SOCKET"
+SWITCH_ENV = "SAGC_WARM"  # "0": every job in a fresh interpreter
+
+#: Variables that libraries read while being imported (kernel dispatch, thread pools, the
+#: Hugging Face cache and offline switches, the import path): a job whose values differ
+#: from the server's would not get the modules a fresh interpreter would build for it.
+IMPORT_TIME_PREFIXES = ("PYTHON", "ATEN_", "MKL_", "ONEDNN_", "DNNL_", "OMP_", "OPENBLAS_", "GOTO_",
+                        "VECLIB_", "NUMEXPR_", "KMP_", "HF_", "TRANSFORMERS_", "TORCH", "CUDA", "LD_")  # fmt: skip
+
+#: What Snakemake exports to a job of ``threads`` threads (snakemake.shell): the server
+#: starts with the values of a 1-thread job, which every tiny-world job is.
+THREAD_ENV = ("OMP_NUM_THREADS", "GOTO_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+              "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")  # fmt: skip
+
+#: What the tiny world's jobs import (training, evaluation, the world's measurements),
+#: down to the modules their first call loads (generation, the two architectures, W&B's run).
+TINY_PRELOAD = ("sagc.train.trainer", "sagc.train.run", "sagc.train.wandb_log", "sagc.train.rewards",
+                "sagc.evaluate.cli", "sagc.evaluate.runner", "sagc.tiny.cli", "lm_eval.evaluator",
+                "lm_eval.models.huggingface", "transformers.generation.utils",
+                "transformers.models.qwen2.modeling_qwen2", "transformers.models.llama.modeling_llama",
+                "wandb", "wandb.sdk.launch", "psutil")  # fmt: skip
+
+_FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+#: The server's environment before its imports: what a job's is compared with. (Imports
+#: may set variables, e.g. huggingface_hub; a child gets those on top of the job's own.)
+_STARTED_WITH: dict[str, str] = {}
+
+
+# --- the client -------------------------------------------------------------------------
+
+
+def run(argv: list[str], *, output: str | None = None) -> int:
+    """``python -m argv[0] argv[1:]``, in a fork of the warm server when one takes the job,
+    else in a fresh interpreter; stdout and stderr appended to ``output`` when given."""
+    if output is None:
+        code = run_warm(argv)
+        return subprocess.call([sys.executable, "-m", *argv]) if code is None else code
+    with open(output, "ab") as fh:
+        code = run_warm(argv, (0, fh.fileno(), fh.fileno()))
+        return subprocess.call([sys.executable, "-m", *argv], stdout=fh, stderr=fh) if code is None else code
+
+
+def run_warm(argv: list[str], stdio: tuple[int, int, int] = (0, 1, 2)) -> int | None:
+    """The job's exit status from a fork of the server; None when no server takes it."""
+    path = os.environ.get(SOCKET_ENV)
+    if not path or os.environ.get(SWITCH_ENV) == "0":
+        return None
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(path)
+    except OSError:  # not started yet (its imports take seconds), or gone
+        sock.close()
+        print("sagc.warm: a fresh interpreter for this job: no server is listening", file=sys.stderr, flush=True)
+        return None
+    with sock, sock.makefile("rb") as replies:
+        request = json.dumps({"argv": list(argv), "cwd": os.getcwd(), "env": dict(os.environ),
+                              "interpreter": _interpreter()}).encode()  # fmt: skip
+        with open(os.devnull, "rb") as null:  # a job started without stdin reads /dev/null
+            fds = [fd if _is_open(fd) else null.fileno() for fd in stdio]
+            socket.send_fds(sock, [struct.pack("!Q", len(request))], fds)
+        sock.sendall(request)
+        first = replies.readline().decode().rstrip("\n").split(" ", 1)
+        if first[0] != "started":
+            reason = first[1] if first[0] == "refused" else "the server went away"
+            print(f"sagc.warm: a fresh interpreter for this job: {reason}", file=sys.stderr, flush=True)
+            return None
+        child = int(first[1])
+        forwarded: list[int] = []
+
+        def forward(signum, _frame):
+            forwarded.append(signum)
+            os.kill(child, signum)
+
+        previous = {sig: signal.signal(sig, forward) for sig in _FORWARDED}
+        try:
+            last = replies.readline().decode().split()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+    if last[:1] == ["exit"]:
+        return int(last[1])
+    return 128 + (forwarded[-1] if forwarded else signal.SIGKILL)  # the child died of a signal
+
+
+def _is_open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+        return True
+    except OSError:
+        return False
+
+
+# --- the server -------------------------------------------------------------------------
+
+
+def serve(path: str, preload: list[str], parent: int | None = None) -> int:
+    """Import ``preload``, then fork a child per connection on the Unix socket ``path``
+    until SIGTERM or until ``parent`` (the process that started the server, by default
+    its parent) is gone."""
+    parent = parent or os.getppid()
+    _STARTED_WITH.update(os.environ)
+    for name in preload:
+        importlib.import_module(name)
+    if threading.active_count() != 1:
+        # fork() copies only the calling thread: a Python thread's locks could be held forever
+        print(f"sagc.warm: not serving, the imports started {threading.active_count() - 1} "
+              "Python thread(s)", file=sys.stderr)  # fmt: skip
+        return 1
+    stopping = []
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the client forwards the terminal's Ctrl-C
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    os.chmod(path, 0o600)
+    listener.listen(64)
+    listener.settimeout(1.0)
+    print(f"sagc.warm: serving on {path} (pid {os.getpid()})", file=sys.stderr, flush=True)
+    try:
+        while not stopping and os.getppid() == parent:
+            _reap()
+            try:
+                conn, _ = listener.accept()
+            except (TimeoutError, InterruptedError):
+                continue
+            sys.stdout.flush()
+            sys.stderr.flush()
+            if os.fork() == 0:
+                listener.close()
+                os._exit(_child(conn))
+            conn.close()
+    finally:
+        listener.close()
+        if os.path.exists(path):
+            os.unlink(path)
+    return 0
+
+
+def _reap() -> None:
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
+    except ChildProcessError:
+        pass
+
+
+def _child(conn: socket.socket) -> int:
+    """One job, in the fork: receive it, check it, run it as ``python -m`` would."""
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    conn.settimeout(None)
+    header, fds, _, _ = socket.recv_fds(conn, 8, 3)
+    request = json.loads(_recv_exact(conn, struct.unpack("!Q", header)[0]))
+    reason = refusal(request)
+    if reason:
+        conn.sendall(f"refused {reason}\n".encode())
+        return 0
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    os.chdir(request["cwd"])
+    set_by_imports = {k: v for k, v in os.environ.items() if _STARTED_WITH.get(k) != v}
+    os.environ.clear()
+    os.environ.update({**request["env"], **set_by_imports})
+    tempfile.tempdir = None  # tempfile caches TMPDIR on first use; the job's may differ
+    random.seed()
+    conn.sendall(f"started {os.getpid()}\n".encode())
+    finished = threading.Event()
+    # The watchdog inherits a mask blocking the forwarded signals, so they reach the job's
+    # main thread (a signal landing on another thread would not wake it from a sleep).
+    signal.pthread_sigmask(signal.SIG_BLOCK, _FORWARDED)
+    threading.Thread(target=_end_with_client, args=(conn, finished), daemon=True).start()
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _FORWARDED)
+    code = _run_module(request["argv"])
+    _exit_like_an_interpreter()
+    finished.set()
+    conn.sendall(f"exit {code}\n".encode())
+    return code
+
+
+def refusal(request: dict) -> str | None:
+    """Why this server cannot run the job as a fresh interpreter would, or None."""
+    if request["interpreter"] != _interpreter():
+        return f"the job runs {request['interpreter']}, the server {_interpreter()}"
+    job, here = request["env"], _STARTED_WITH
+    for key in sorted(set(job) | set(here)):
+        if key.startswith(IMPORT_TIME_PREFIXES) and job.get(key) != here.get(key):
+            return f"{key} differs from the server's"
+    return None
+
+
+def _interpreter() -> list[str]:
+    """This interpreter: its binary, and its environment (a venv's ``bin/python`` links to
+    the same binary as every other venv's)."""
+    return [os.path.realpath(sys.executable), sys.prefix]
+
+
+def _recv_exact(conn: socket.socket, n: int) -> bytes:
+    chunks, left = [], n
+    while left:
+        chunk = conn.recv(min(left, 1 << 20))
+        if not chunk:
+            raise ConnectionError("the client went away mid-request")
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def _end_with_client(conn: socket.socket, finished: threading.Event) -> None:
+    """A job whose client is gone (killed, or its Snakemake) ends as a killed job would."""
+    try:
+        conn.recv(1)
+    except OSError:
+        pass
+    if not finished.is_set():
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _run_module(argv: list[str]) -> int:
+    """Run ``argv[0]`` as ``__main__`` with ``sys.argv`` as ``python -m`` sets it; its exit
+    status as the interpreter would report it."""
+    sys.argv = list(argv)
+    try:
+        runpy.run_module(argv[0], run_name="__main__", alter_sys=True)
+        return 0
+    except SystemExit as exc:
+        if exc.code is None or isinstance(exc.code, int):
+            return exc.code or 0
+        print(exc.code, file=sys.stderr)
+        return 1
+    except BaseException:  # noqa: BLE001 - reported as the interpreter reports it
+        traceback.print_exc()
+        return 1
+
+
+def _exit_like_an_interpreter() -> None:
+    """What an interpreter does at exit and ``os._exit`` skips: join the job's non-daemon
+    threads, run its atexit handlers, flush the standard streams."""
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()  # private, but the interpreter's own exit path
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+
+
+# --- the workflow's side ----------------------------------------------------------------
+
+_server: subprocess.Popen | None = None
+
+
+def start(preload: tuple[str, ...] = TINY_PRELOAD, log: str | None = None) -> None:
+    """Start a server for the jobs this process launches (they inherit ``SAGC_WARM_SOCKET``).
+    Linux only (fork after these imports is what PyTorch's own DataLoader workers do)."""
+    global _server
+    if _server is not None or os.environ.get(SWITCH_ENV) == "0" or not sys.platform.startswith("linux"):
+        return
+    path = os.path.join(tempfile.mkdtemp(prefix="sagc-warm-"), "socket")
+    if log:
+        os.makedirs(os.path.dirname(os.path.abspath(log)), exist_ok=True)
+    with open(log or os.devnull, "ab") as out:
+        _server = subprocess.Popen(
+            [sys.executable, "-m", "sagc.warm", "serve", "--socket", path, "--preload", ",".join(preload),
+             "--parent", str(os.getpid())],
+            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            env={**os.environ, **dict.fromkeys(THREAD_ENV, "1")},
+        )  # fmt: skip
+    os.environ[SOCKET_ENV] = path
+
+
+def stop() -> None:
+    """Stop the server started here (running jobs finish in their own forks)."""
+    global _server
+    if _server is None:
+        return
+    _server.terminate()
+    try:
+        _server.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        _server.kill()
+    path = os.environ.pop(SOCKET_ENV, None)
+    if path:
+        shutil.rmtree(os.path.dirname(path), ignore_errors=True)
+    _server = None
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) >= 2 and argv[0] == "-m":
+        code = run_warm(argv[1:])
+        if code is None:
+            os.execv(sys.executable, [sys.executable, *argv])
+        return code
+    if argv[:1] != ["serve"]:
+        print("usage: python -m sagc.warm -m MODULE [ARGS...]\n"
+              "       python -m sagc.warm serve --socket PATH --preload MOD,MOD [--parent PID]",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    parser = argparse.ArgumentParser(prog="python -m sagc.warm serve")
+    parser.add_argument("--socket", required=True, help="the Unix socket to listen on")
+    parser.add_argument("--preload", default="", help="modules to import before serving, comma-separated")
+    parser.add_argument("--parent", type=int, help="serve while this process lives (default: the parent)")
+    ns = parser.parse_args(argv[1:])
+    return serve(ns.socket, [m for m in ns.preload.split(",") if m], ns.parent)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
