@@ -3,7 +3,9 @@
     python benchmarks/grid_time.py results/default [--jobs 10]
 
 Every rule writes ``results/<name>/benchmarks/<rule>/...tsv`` (Snakemake's ``benchmark:``:
-wall seconds ``s`` and ``cpu_time`` of the job's processes). For training jobs the cell's
+wall seconds ``s`` and ``cpu_time`` of the job's processes; a job forked from the warm
+interpreter, ``sagc.warm``, runs outside them, so its ``cpu_time`` is its client's only).
+For training jobs the cell's
 ``done.json`` adds the seconds spent in training steps (``wallclock_s``), so a train job
 splits into training and the rest (imports, model load, W&B, saving). Printed: job-seconds
 per stage (the sum over jobs: divide by the cores for a lower bound on the grid's wall time),
