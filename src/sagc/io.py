@@ -1,4 +1,4 @@
-"""Atomic file writes: the one helper every writer of a result file uses.
+"""Result files: atomic writes, and the one JSONL reader.
 
 A job killed mid-write must never leave a half file where a reader (Snakemake's output
 check, a resumed run, the aggregation) would take it for a finished one: the text goes to
@@ -10,7 +10,22 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
+
+
+def read_jsonl(path: str | Path) -> Iterator[tuple[int, Any]]:
+    """``(line number, value)`` of each non-blank line of a JSONL file; ``ValueError``
+    naming the file and the line on one that is not JSON. What a row must hold is the
+    caller's check."""
+    path = Path(path)
+    with path.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                yield lineno, json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{path}:{lineno}: not valid JSON ({e.msg})") from None
 
 
 def atomic_write_text(path: str | Path, text: str) -> Path:

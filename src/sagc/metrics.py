@@ -110,3 +110,11 @@ REQUIRED = (
 
 #: Keys of the W&B run config that identify a cell (the aggregation groups by them).
 CELL_KEYS = ("config_name", "model", "algorithm", "sizing", "seed")
+
+
+def in_second_half(step, last_step):
+    """Whether a step counts for a "second-half" statistic (the paper's budget reads the
+    straggler rate over the second half of training): ``step > last_step / 2``. Takes
+    numbers or arrays (numpy, pandas) alike; the trainer's done.json and the aggregation
+    both select with it."""
+    return step > last_step / 2

@@ -19,7 +19,7 @@ from typing import Sequence
 
 import numpy as np
 
-from sagc.io import atomic_write_text
+from sagc.io import atomic_write_text, read_jsonl
 
 
 @dataclass(frozen=True)
@@ -48,56 +48,49 @@ def read_trace(path: str | Path) -> list[TraceStep]:
     if not path.is_file():
         raise ValueError(f"lengths trace not found: {path}")
     steps: list[TraceStep] = []
-    with path.open() as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            where = f"{path}:{lineno}"
+    for lineno, rec in read_jsonl(path):
+        where = f"{path}:{lineno}"
+        if not isinstance(rec, dict):
+            raise ValueError(f"{where}: expected a JSON object")
+        for key in ("step", "group_size", "lengths"):
+            if key not in rec:
+                raise ValueError(f"{where}: missing key {key!r}")
+        step, g = rec["step"], rec["group_size"]
+        if isinstance(step, bool) or not isinstance(step, int):
+            raise ValueError(f"{where}: 'step' must be an integer, got {step!r}")
+        if isinstance(g, bool) or not isinstance(g, int) or g < 1:
+            raise ValueError(f"{where}: 'group_size' must be a positive integer, got {g!r}")
+        groups = rec["lengths"]
+        if not isinstance(groups, list) or not groups or not all(isinstance(x, list) for x in groups):
+            raise ValueError(f"{where}: 'lengths' must be a non-empty list of lists (one per prompt)")
+        arrays = []
+        for i, grp in enumerate(groups):
+            if len(grp) != g:
+                raise ValueError(
+                    f"{where}: 'lengths' group {i} has {len(grp)} lengths, 'group_size' is {g}"
+                )
             try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{where}: not valid JSON ({e.msg})") from e
-            if not isinstance(rec, dict):
-                raise ValueError(f"{where}: expected a JSON object")
-            for key in ("step", "group_size", "lengths"):
-                if key not in rec:
-                    raise ValueError(f"{where}: missing key {key!r}")
-            step, g = rec["step"], rec["group_size"]
-            if isinstance(step, bool) or not isinstance(step, int):
-                raise ValueError(f"{where}: 'step' must be an integer, got {step!r}")
-            if isinstance(g, bool) or not isinstance(g, int) or g < 1:
-                raise ValueError(f"{where}: 'group_size' must be a positive integer, got {g!r}")
-            groups = rec["lengths"]
-            if not isinstance(groups, list) or not groups or not all(isinstance(x, list) for x in groups):
-                raise ValueError(f"{where}: 'lengths' must be a non-empty list of lists (one per prompt)")
-            arrays = []
-            for i, grp in enumerate(groups):
-                if len(grp) != g:
-                    raise ValueError(
-                        f"{where}: 'lengths' group {i} has {len(grp)} lengths, 'group_size' is {g}"
-                    )
-                try:
-                    arr = np.asarray(grp, dtype=float)
-                except (TypeError, ValueError) as e:
-                    raise ValueError(f"{where}: 'lengths' group {i} holds a non-number") from e
-                if not np.all(np.isfinite(arr)) or np.any(arr < 0):
-                    raise ValueError(f"{where}: 'lengths' group {i} holds a NaN, infinite or negative length")
-                arrays.append(arr)
-            if steps and step <= steps[-1].step:
-                raise ValueError(f"{where}: 'step' {step} does not increase (previous {steps[-1].step})")
-            flag = rec.get("straggler")
-            if flag is not None and not isinstance(flag, (bool, int)):
-                raise ValueError(f"{where}: 'straggler' must be a boolean, got {flag!r}")
-            prompts = rec.get("prompts")
-            if prompts is not None and (not isinstance(prompts, list) or len(prompts) != len(arrays)
-                                        or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0
-                                                   for i in prompts)):  # fmt: skip
-                raise ValueError(f"{where}: 'prompts' must list one prompt index >= 0 per length group")
-            long_round = rec.get("long_round")
-            if long_round is not None and not isinstance(long_round, bool):
-                raise ValueError(f"{where}: 'long_round' must be a boolean, got {long_round!r}")
-            steps.append(TraceStep(step, g, tuple(arrays), None if flag is None else bool(flag),
-                                   None if prompts is None else tuple(prompts), long_round))
+                arr = np.asarray(grp, dtype=float)
+            except (TypeError, ValueError) as e:
+                raise ValueError(f"{where}: 'lengths' group {i} holds a non-number") from e
+            if not np.all(np.isfinite(arr)) or np.any(arr < 0):
+                raise ValueError(f"{where}: 'lengths' group {i} holds a NaN, infinite or negative length")
+            arrays.append(arr)
+        if steps and step <= steps[-1].step:
+            raise ValueError(f"{where}: 'step' {step} does not increase (previous {steps[-1].step})")
+        flag = rec.get("straggler")
+        if flag is not None and not isinstance(flag, (bool, int)):
+            raise ValueError(f"{where}: 'straggler' must be a boolean, got {flag!r}")
+        prompts = rec.get("prompts")
+        if prompts is not None and (not isinstance(prompts, list) or len(prompts) != len(arrays)
+                                    or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0
+                                               for i in prompts)):  # fmt: skip
+            raise ValueError(f"{where}: 'prompts' must list one prompt index >= 0 per length group")
+        long_round = rec.get("long_round")
+        if long_round is not None and not isinstance(long_round, bool):
+            raise ValueError(f"{where}: 'long_round' must be a boolean, got {long_round!r}")
+        steps.append(TraceStep(step, g, tuple(arrays), None if flag is None else bool(flag),
+                               None if prompts is None else tuple(prompts), long_round))
     if not steps:
         raise ValueError(f"lengths trace {path} holds no step")
     return steps

@@ -31,6 +31,7 @@ import json
 import os
 import random
 import runpy
+import select
 import shutil
 import signal
 import socket
@@ -96,14 +97,15 @@ def run_warm(argv: list[str], stdio: tuple[int, int, int] = (0, 1, 2)) -> int | 
         sock.close()
         print("sagc.warm: a fresh interpreter for this job: no server is listening", file=sys.stderr, flush=True)
         return None
-    with sock, sock.makefile("rb") as replies:
+    with sock:
         request = json.dumps({"argv": list(argv), "cwd": os.getcwd(), "env": dict(os.environ),
                               "interpreter": _interpreter()}).encode()  # fmt: skip
         with open(os.devnull, "rb") as null:  # a job started without stdin reads /dev/null
             fds = [fd if _is_open(fd) else null.fileno() for fd in stdio]
             socket.send_fds(sock, [struct.pack("!Q", len(request))], fds)
         sock.sendall(request)
-        first = replies.readline().decode().rstrip("\n").split(" ", 1)
+        replies = _Lines(sock)
+        first = replies.next().split(" ", 1)
         if first[0] != "started":
             reason = first[1] if first[0] == "refused" else "the server went away"
             print(f"sagc.warm: a fresh interpreter for this job: {reason}", file=sys.stderr, flush=True)
@@ -117,13 +119,50 @@ def run_warm(argv: list[str], stdio: tuple[int, int, int] = (0, 1, 2)) -> int | 
 
         previous = {sig: signal.signal(sig, forward) for sig in _FORWARDED}
         try:
-            last = replies.readline().decode().split()
+            last = replies.next(wake_on_signals=True).split()
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
     if last[:1] == ["exit"]:
         return int(last[1])
     return 128 + (forwarded[-1] if forwarded else signal.SIGKILL)  # the child died of a signal
+
+
+class _Lines:
+    """The server's reply lines on ``sock``."""
+
+    def __init__(self, sock: socket.socket):
+        self.sock, self.buffer = sock, b""
+
+    def next(self, wake_on_signals: bool = False) -> str:
+        """The next line ('' when the connection closed first). With ``wake_on_signals`` the
+        wait also ends on a signal, whichever thread the kernel hands it to (numpy's BLAS
+        threads, say): a signal landing off the main thread would not interrupt a blocking
+        recv, and the handler that forwards it would wait for the job's end."""
+        wake = None
+        if wake_on_signals:
+            wake_r, wake = os.pipe()
+            os.set_blocking(wake, False)
+            previous = signal.set_wakeup_fd(wake)
+        try:
+            while b"\n" not in self.buffer:
+                if wake is not None:
+                    ready, _, _ = select.select([self.sock, wake_r], [], [])
+                    if wake_r in ready:
+                        os.read(wake_r, 512)  # the handlers run as select returns
+                    if self.sock not in ready:
+                        continue
+                chunk = self.sock.recv(4096)
+                if not chunk:
+                    return ""
+                self.buffer += chunk
+        finally:
+            if wake is not None:
+                signal.set_wakeup_fd(previous)
+                os.close(wake_r)
+                os.close(wake)
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return line.decode()
 
 
 def _is_open(fd: int) -> bool:

@@ -29,7 +29,6 @@ The per-seed values:
 from __future__ import annotations
 
 import glob
-import json
 import math
 import os
 from dataclasses import dataclass
@@ -37,6 +36,8 @@ from typing import Sequence
 
 import numpy as np
 from scipy import stats
+
+from sagc.io import read_jsonl
 
 #: Confidence level of every interval; a two-sided test at 1 - LEVEL matches it.
 LEVEL = 0.95
@@ -140,15 +141,11 @@ def doc_scores(eval_dir: str, task: str) -> dict[int, float]:
     if not files:
         raise FileNotFoundError(f"no lm-eval samples file for task {task!r} under {eval_dir}")
     scores = {}
-    with open(files[-1], encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-                scores[int(rec["doc_id"])] = float(rec[METRIC])
-            except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-                raise ValueError(f"{files[-1]}:{n}: not an lm-eval sample with doc_id and {METRIC}: {exc}") from exc
+    for n, rec in read_jsonl(files[-1]):
+        try:
+            scores[int(rec["doc_id"])] = float(rec[METRIC])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"{files[-1]}:{n}: not an lm-eval sample with doc_id and {METRIC}: {exc}") from exc
     return scores
 
 

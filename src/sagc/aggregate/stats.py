@@ -4,7 +4,7 @@ Definitions (one training cell = one W&B history, one row per step; metric names
 ``sagc.metrics``):
 
 * straggler rate   = mean of ``sagc/straggler`` over the logged steps;
-* 2nd-half rate    = the same over the second half of the steps (step > last step / 2):
+* 2nd-half rate    = the same over the second half of the steps (``metrics.in_second_half``):
                      where a controller should have converged;
 * decode steps     = mean of ``cost/decode_steps`` per step (the machine-independent cost
                      of a synchronous rollout; ``sagc.metrics``);
@@ -84,7 +84,7 @@ def cell_stats(history: pd.DataFrame, last_k: int) -> dict[str, float]:
     step_s = _col(h, metrics.STEP_SECONDS).sum()
     reward = _col(h, metrics.REWARD_MEAN).dropna()
     steps = _col(h, metrics.STEP)
-    second_half = h[steps > steps.max() / 2]
+    second_half = h[metrics.in_second_half(steps, steps.max())]
     return {
         "steps": int(len(h)),
         "straggler_rate": float(_col(h, metrics.STRAGGLER).mean()),

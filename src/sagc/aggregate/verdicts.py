@@ -158,7 +158,7 @@ def steps_of(history: pd.DataFrame, which: str, last_k: int = 5) -> pd.DataFrame
     last_quarter (by step number against the last step) or last_k."""
     step = pd.to_numeric(history[metrics.STEP])
     if which == "second_half":
-        return history[step > step.max() / 2]
+        return history[metrics.in_second_half(step, step.max())]
     if which == "first_quarter":
         return history[step <= step.max() / 4]
     if which == "last_quarter":

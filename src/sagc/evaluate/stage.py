@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from sagc.io import atomic_write_json, atomic_write_text
+from sagc.io import atomic_write_json, atomic_write_text, read_jsonl
 from sagc.pipeline.hub import hub_switched_off_reason, offline_switches
 
 
@@ -117,7 +117,7 @@ def _read_local(path: Path) -> list[dict]:
     import pandas as pd
 
     if path.suffix == ".jsonl":
-        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        return [row for _, row in read_jsonl(path)]
     if path.suffix == ".json":
         data = json.loads(path.read_text(encoding="utf-8"))
         if not isinstance(data, list):

@@ -222,12 +222,10 @@ def check_cell_memory(config: dict[str, Any], cfg) -> None:
     """With ``device.gpu_memory_gib`` set, the cell's micro-batch must fit the card by the
     estimate of ``sagc.pipeline.memory`` (a first-step out-of-memory, caught at parse time)."""
     from sagc.pipeline.memory import card_gib, cell_estimate
-    from sagc.train.presets import resolve_algorithm, step_shapes
 
     if card_gib(config) is None:
         return
-    algo = resolve_algorithm(cfg.algorithm, cfg.train.max_completion_length)
-    shapes = step_shapes(cfg.train, algo, cfg.sizing.group_sizes())
+    algo, shapes = cfg.layout()
     est = cell_estimate(config, cfg.cell.model, algo, shapes.max_micro_batch)
     if not est.fits:
         raise ValueError(

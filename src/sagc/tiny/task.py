@@ -59,6 +59,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from sagc import io
+
 #: Split files, in the order they are generated.
 SPLITS = ("train", "eval", "heldout")
 
@@ -347,18 +349,11 @@ def read_jsonl(path: Path) -> list[dict]:
     if not path.is_file():
         raise ValueError(f"data file not found: {path}")
     rows = []
-    with path.open(encoding="utf-8") as fh:
-        for i, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}:{i}: not valid JSON ({e})") from None
-            missing = [c for c in REQUIRED_COLUMNS if c not in row]
-            if missing:
-                raise ValueError(f"{path}:{i}: missing column(s) {missing}")
-            rows.append(row)
+    for i, row in io.read_jsonl(path):
+        missing = [c for c in REQUIRED_COLUMNS if c not in row]
+        if missing:
+            raise ValueError(f"{path}:{i}: missing column(s) {missing}")
+        rows.append(row)
     return rows
 
 

@@ -17,7 +17,7 @@ Keys beyond the pipeline's shape (all optional, defaults below):
 - ``train.shuffle`` (true): order of the prompt stream.
 - ``train.stop`` ([]): stop strings of the training generations (e.g. "\\nUser:", as the
   evaluation tasks); a completion is cut before the first one and ended with EOS
-  (``sagc.train.stopping``).
+  (``sagc.train.rollout.trim_at_stop``).
 - ``train.generation_kwargs`` ({}): extra ``GenerationConfig`` keys for HF generation (TRL's
   ``generation_kwargs``; e.g. ``top_k``, ``min_p``, ``sequence_bias``).
 - ``algorithm.*``: see ``sagc.train.presets`` (every key there is an override of the preset).
@@ -34,7 +34,7 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Mapping, Optional
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from sagc.config_models import Expect, Flag, Integer, NonNegativeInt, Number, OneOf, PositiveInt, Section, Text
 from sagc.controller import Sizing, parse_sizing
@@ -291,6 +291,7 @@ class TrainConfig(Section):
     sizing: SizingSection = Field(default_factory=SizingSection)
     wandb: WandbSection = Field(default_factory=WandbSection)
     device: DeviceSection = Field(default_factory=DeviceSection)
+    _layout: Any = PrivateAttr(default=None)  # set by the cross-key check: see layout()
 
     @classmethod
     def from_dict(cls, d: Any, check_vllm: bool = True) -> "TrainConfig":
@@ -324,8 +325,15 @@ class TrainConfig(Section):
         from sagc.train.presets import resolve_algorithm, step_shapes
 
         algo = resolve_algorithm(self.algorithm, self.train.max_completion_length)
-        step_shapes(self.train, algo, self.sizing.group_sizes())  # raises on any split that would not divide
+        shapes = step_shapes(self.train, algo, self.sizing.group_sizes())  # raises on a split that would not divide
+        self._layout = (algo, shapes)
         return self
+
+    def layout(self):
+        """``(AlgorithmSettings, StepShapes)``: the cell's algorithm (its preset with the
+        overrides) and its step layout at every G, resolved once, when the config was
+        checked; the memory check and the trainer read them from here."""
+        return self._layout
 
     def to_dict(self) -> dict:
         return {**self.model_dump(), "sizing": self.sizing.to_dict()}

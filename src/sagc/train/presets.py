@@ -168,6 +168,13 @@ def lay_out(group_sizes, prompts_per_step: int | None, rollout_budget: int | Non
     return shapes
 
 
+def updates_per_rollout(steps_per_generation: int, gradient_accumulation_steps: int, num_iterations: int) -> int:
+    """Optimizer updates per rollout step: the step's micro-batches in groups of
+    ``gradient_accumulation_steps`` (its minibatches), each pass repeated ``num_iterations``
+    times. The one formula: the cell's ``max_steps`` and the trainer's step count use it."""
+    return steps_per_generation // gradient_accumulation_steps * num_iterations
+
+
 def step_shapes(train: Any, algo: AlgorithmSettings, group_sizes: tuple[int, ...]) -> StepShapes:
     """Lay out every G of the cell; raise ``ValueError`` when a split would not divide."""
     ga = train.gradient_accumulation_steps
@@ -178,7 +185,7 @@ def step_shapes(train: Any, algo: AlgorithmSettings, group_sizes: tuple[int, ...
         shapes=shapes,
         steps_per_generation=spg,
         gradient_accumulation_steps=ga,
-        updates_per_rollout=algo.minibatches * algo.num_iterations,
+        updates_per_rollout=updates_per_rollout(spg, ga, algo.num_iterations),
     )
 
 
@@ -261,7 +268,7 @@ def generation_kwargs(train: Any, device: Any) -> dict[str, Any] | None:
     (``SamplingParams.stop``; vLLM then ends the row at the token that completes one, keeping
     that token in ``token_ids``). HF ``generate`` needs the tokenizer for stop strings, which
     TRL does not pass, so there the rows run on to EOS or the cap; in both cases
-    ``sagc.train.stopping`` trims them the same way afterwards."""
+    ``sagc.train.rollout.trim_at_stop`` trims them the same way afterwards."""
     kw = dict(train.generation_kwargs)
     if device.use_vllm and train.stop:
         kw["stop"] = list(train.stop)

@@ -28,8 +28,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from sagc.io import atomic_write_json
-from sagc.metrics import CELL_KEYS, COST
+from sagc.io import atomic_write_json, read_jsonl
+from sagc.metrics import CELL_KEYS, COST, in_second_half
 from sagc.tokenizers import save_tokenizer
 from sagc.trace import write_trace
 from sagc.train.config import TrainConfig, load_config
@@ -87,20 +87,13 @@ def load_prompts(cfg: TrainConfig, tokenizer):
     if not path.is_file():
         raise ValueError(f"data.train file {path} does not exist")
     rows = []
-    with path.open() as f:
-        for i, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}:{i}: not valid JSON ({e})") from None
-            prompt = row.get(cfg.data.prompt_column) if isinstance(row, dict) else None
-            if not isinstance(prompt, str) or not prompt:
-                raise ValueError(f"{path}:{i}: no string column {cfg.data.prompt_column!r}")
-            if cfg.data.prompt_column != "prompt":
-                row["prompt"] = row.pop(cfg.data.prompt_column)
-            rows.append(row)
+    for i, row in read_jsonl(path):
+        prompt = row.get(cfg.data.prompt_column) if isinstance(row, dict) else None
+        if not isinstance(prompt, str) or not prompt:
+            raise ValueError(f"{path}:{i}: no string column {cfg.data.prompt_column!r}")
+        if cfg.data.prompt_column != "prompt":
+            row["prompt"] = row.pop(cfg.data.prompt_column)
+        rows.append(row)
     if not rows:
         raise ValueError(f"data.train file {path} holds no rows")
     if "correctness" in cfg.rewards and any("answer" not in r for r in rows):
@@ -143,15 +136,14 @@ def build_trainer(cfg: TrainConfig, *, callbacks: list | None = None, step_logge
     from trl import GRPOConfig
 
     from sagc.train.precision import optimizer_cls_and_kwargs
-    from sagc.train.presets import grpo_config_kwargs, resolve_algorithm, step_shapes
+    from sagc.train.presets import grpo_config_kwargs
     from sagc.train.rewards import build_reward_funcs
     from sagc.train.trainer import SAGCGRPOTrainer, SAGCTrainingArguments
 
     check_model_source(cfg.model.path)
     tokenizer = load_tokenizer(cfg)
     dataset, n_filtered = load_prompts(cfg, tokenizer)
-    algo = resolve_algorithm(cfg.algorithm, cfg.train.max_completion_length)
-    shapes = step_shapes(cfg.train, algo, cfg.sizing.group_sizes())
+    algo, shapes = cfg.layout()
     args = GRPOConfig(**grpo_config_kwargs(cfg, algo, shapes))
     funcs, weights, _names = build_reward_funcs(cfg.rewards, algo, cfg.train.max_completion_length)
     if reward_funcs is not None:
@@ -196,7 +188,7 @@ def summarize_history(history: list[dict]) -> dict:
         return {"steps": 0}
     step_s = float(sum(h["step_s"] for h in history))
     rollout_s = float(sum(h["rollout_s"] for h in history))
-    second_half = history[len(history) // 2:]
+    second_half = [h for h in history if in_second_half(h["step"], history[-1]["step"])]
     return {
         "steps": len(history),
         "wallclock_s": float(history[-1]["wallclock_s"]),

@@ -68,7 +68,7 @@ from sagc import metrics as M
 from sagc.train import rollout
 from sagc.train.checkpoint import read_state, write_state
 from sagc.train.dynamic_sampling import informative_groups, merge_scored
-from sagc.train.presets import lay_out
+from sagc.train.presets import lay_out, updates_per_rollout
 from sagc.train.prompts import PromptStream
 from sagc.train.records import GenerateCall, StepInProgress, StepResult
 from sagc.vllm_support import require_vllm
@@ -165,7 +165,7 @@ class SAGCGRPOTrainer(GRPOTrainer):
         ga, spg = args.gradient_accumulation_steps, args.steps_per_generation
         if spg % ga:
             raise ValueError(f"steps_per_generation ({spg}) must be a multiple of gradient_accumulation_steps ({ga})")
-        self.updates_per_rollout = (spg // ga) * args.num_iterations
+        self.updates_per_rollout = updates_per_rollout(spg, ga, args.num_iterations)
         u = self.updates_per_rollout
         if args.max_steps % u:
             raise ValueError(f"args.max_steps ({args.max_steps}) must be a multiple of the updates per step ({u})")
