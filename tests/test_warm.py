@@ -164,6 +164,18 @@ def test_a_signal_the_kernel_hands_to_another_thread_of_the_client_still_reaches
     assert out.strip() == "got SIGTERM" and proc.returncode == 7
 
 
+def test_a_client_gone_mid_request_leaves_the_server_serving(env, server, tmp_path):
+    import socket
+
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(str(server.path))
+    sock.sendall(b"\x00\x00")  # half a header, then gone
+    sock.close()
+    time.sleep(0.5)
+    proc = client(env, "after", cwd=tmp_path, SAGC_WARM_SOCKET=str(server.path))
+    assert proc.returncode == 0 and report(proc)["forked"] and server.path.exists()
+
+
 def test_a_job_whose_client_is_killed_ends(env, server, tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "sagc.warm", "-m", "warm_probe", "--sleep"], cwd=tmp_path,
                             env={**env, "SAGC_WARM_SOCKET": str(server.path)}, stdout=subprocess.PIPE,

@@ -18,7 +18,7 @@ What a child shares with its server, and a fresh interpreter would not have: the
 already imported (under the same import-time environment: the child refuses a job whose
 differs), the hash seed, and warnings already shown during the imports. The child reseeds
 ``random`` from the OS, as a fresh interpreter does. A job computes the same bits either
-way (tests/test_warm.py trains one cell both ways). Snakemake's ``benchmark:`` files time
+way (tests/train/test_warm_training.py trains one cell both ways). Snakemake's ``benchmark:`` files time
 the client: their wall seconds are the job's; their CPU seconds and memory are not.
 """
 
@@ -207,9 +207,15 @@ def serve(path: str, preload: list[str], parent: int | None = None) -> int:
                 continue
             sys.stdout.flush()
             sys.stderr.flush()
-            if os.fork() == 0:
-                listener.close()
-                os._exit(_child(conn))
+            if os.fork() == 0:  # the child never returns into this loop (nor its finally)
+                code = 1
+                try:
+                    listener.close()
+                    code = _child(conn)
+                except BaseException:  # noqa: BLE001 - e.g. a client gone mid-request
+                    traceback.print_exc()
+                finally:
+                    os._exit(code)
             conn.close()
     finally:
         listener.close()
@@ -385,7 +391,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sagc.warm serve")
     parser.add_argument("--socket", required=True, help="the Unix socket to listen on")
     parser.add_argument("--preload", default="", help="modules to import before serving, comma-separated")
-    parser.add_argument("--parent", type=int, help="serve while this process lives (default: the parent)")
+    parser.add_argument("--parent", type=int,
+                        help="the process that starts the server (default: its parent); serve while it is the parent")
     ns = parser.parse_args(argv[1:])
     return serve(ns.socket, [m for m in ns.preload.split(",") if m], ns.parent)
 
