@@ -317,6 +317,9 @@ def _run_module(argv: list[str]) -> int:
             return exc.code or 0
         print(exc.code, file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # the interpreter's status for it: killed by SIGINT
+        traceback.print_exc()
+        return 128 + signal.SIGINT
     except BaseException:  # noqa: BLE001 - reported as the interpreter reports it
         traceback.print_exc()
         return 1
