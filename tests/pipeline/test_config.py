@@ -65,6 +65,20 @@ def test_bad_config_names_file_and_key(mutate, expected):
     assert expected in str(err.value)
 
 
+@pytest.mark.parametrize("device, expected, fix", [
+    ({"vllm_tensor_parallel_size": 2}, "device.vllm_tensor_parallel_size=2 is not supported", "set it to 1"),
+    ({"vllm_mode": "server"}, "device.vllm_mode=server needs a `trl vllm-serve` process", "vllm_mode=colocate"),
+])
+def test_vllm_settings_the_trainer_cannot_run_are_refused_before_any_job(device, expected, fix):
+    """TRL accepts both and fails only after the model has loaded (or after waiting for a
+    server nobody starts): the paper config refuses them at parse time, saying what to do."""
+    config = raw("paper")
+    config["device"].update(device)
+    with pytest.raises(ConfigError) as err:
+        prepare(config, "configs/paper.yaml")
+    assert "configs/paper.yaml" in str(err.value) and expected in str(err.value) and fix in str(err.value)
+
+
 def test_hub_world_needs_hub_ids_and_a_dataset():
     config = raw("paper")
     config["models"]["qwen2.5-3b"] = {"arch": "qwen2"}

@@ -260,6 +260,15 @@ class DeviceSection(Section):
             raise ValueError("device.use_vllm=true with device.use_cpu=true needs vLLM's CPU build "
                              "(requirements/cpu-vllm.txt, the README's 'vLLM on CPU'); on a GPU set "
                              "device.use_cpu=false")
+        # Accepted by TRL's config, crashing only after the model has loaded: refused here.
+        if self.use_vllm and self.vllm_tensor_parallel_size != 1:
+            raise ValueError(f"device.vllm_tensor_parallel_size={self.vllm_tensor_parallel_size} is not supported: "
+                             "a cell trains in one process, and TRL's colocated vLLM shards a model only "
+                             "across the job's own processes; set it to 1 (a 3B model fits one card)")
+        if self.use_vllm and self.vllm_mode == "server":
+            raise ValueError("device.vllm_mode=server needs a `trl vllm-serve` process, which the pipeline "
+                             "does not start (the trainer would wait for it and fail); use "
+                             "device.vllm_mode=colocate")
         if self.master_weights != "fp32" and not self.bf16:
             raise ValueError(f"device.master_weights={self.master_weights!r} needs device.bf16=true "
                              "(without bf16 the weights are fp32)")
