@@ -164,6 +164,18 @@ def test_a_signal_the_kernel_hands_to_another_thread_of_the_client_still_reaches
     assert out.strip() == "got SIGTERM" and proc.returncode == 7
 
 
+def test_run_without_a_server_forwards_sigterm_to_the_fresh_job(env, tmp_path):
+    """The pipeline's train script calls ``warm.run``; without a server the job is its
+    child process, and a SIGTERM to the script must still reach the job."""
+    script = tmp_path / "script.py"
+    script.write_text("import sys\nfrom sagc import warm\nsys.exit(warm.run(['warm_probe', '--sleep']))\n")
+    proc = subprocess.Popen([sys.executable, str(script)], cwd=tmp_path, env=env, stdout=subprocess.PIPE, text=True)
+    assert int(proc.stdout.readline().split()[1]) != proc.pid  # the job is the script's child
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=30)
+    assert out.strip() == "got SIGTERM" and proc.returncode == 7
+
+
 def test_a_client_gone_mid_request_leaves_the_server_serving(env, server, tmp_path):
     import socket
 

@@ -76,13 +76,28 @@ _STARTED_WITH: dict[str, str] = {}
 
 def run(argv: list[str], *, output: str | None = None) -> int:
     """``python -m argv[0] argv[1:]``, in a fork of the warm server when one takes the job,
-    else in a fresh interpreter; stdout and stderr appended to ``output`` when given."""
+    else in a fresh interpreter (a child process, to which SIGINT, SIGTERM and SIGHUP are
+    forwarded); stdout and stderr appended to ``output`` when given."""
     if output is None:
         code = run_warm(argv)
-        return subprocess.call([sys.executable, "-m", *argv]) if code is None else code
+        return _run_fresh(argv) if code is None else code
     with open(output, "ab") as fh:
         code = run_warm(argv, (0, fh.fileno(), fh.fileno()))
-        return subprocess.call([sys.executable, "-m", *argv], stdout=fh, stderr=fh) if code is None else code
+        return _run_fresh(argv, stdout=fh, stderr=fh) if code is None else code
+
+
+def _run_fresh(argv: list[str], **streams) -> int:
+    proc = subprocess.Popen([sys.executable, "-m", *argv], **streams)
+    previous = {sig: signal.signal(sig, lambda signum, _frame: proc.send_signal(signum)) for sig in _FORWARDED}
+    try:
+        while True:  # a timed wait: the handlers run even when another thread took the signal
+            try:
+                return proc.wait(timeout=1.0)
+            except subprocess.TimeoutExpired:
+                continue
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def run_warm(argv: list[str], stdio: tuple[int, int, int] = (0, 1, 2)) -> int | None:
