@@ -31,7 +31,6 @@ import json
 import os
 import random
 import runpy
-import select
 import shutil
 import signal
 import socket
@@ -134,7 +133,7 @@ def run_warm(argv: list[str], stdio: tuple[int, int, int] = (0, 1, 2)) -> int | 
 
         previous = {sig: signal.signal(sig, forward) for sig in _FORWARDED}
         try:
-            last = replies.next(wake_on_signals=True).split()
+            last = replies.next().split()
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
@@ -148,34 +147,21 @@ class _Lines:
 
     def __init__(self, sock: socket.socket):
         self.sock, self.buffer = sock, b""
+        # A timed wait, as in _run_fresh: a signal the kernel hands to another thread (numpy's
+        # BLAS threads, say) does not interrupt a blocking recv, but its handler runs as soon
+        # as the main thread is back in Python.
+        sock.settimeout(1.0)
 
-    def next(self, wake_on_signals: bool = False) -> str:
-        """The next line ('' when the connection closed first). With ``wake_on_signals`` the
-        wait also ends on a signal, whichever thread the kernel hands it to (numpy's BLAS
-        threads, say): a signal landing off the main thread would not interrupt a blocking
-        recv, and the handler that forwards it would wait for the job's end."""
-        wake = None
-        if wake_on_signals:
-            wake_r, wake = os.pipe()
-            os.set_blocking(wake, False)
-            previous = signal.set_wakeup_fd(wake)
-        try:
-            while b"\n" not in self.buffer:
-                if wake is not None:
-                    ready, _, _ = select.select([self.sock, wake_r], [], [])
-                    if wake_r in ready:
-                        os.read(wake_r, 512)  # the handlers run as select returns
-                    if self.sock not in ready:
-                        continue
+    def next(self) -> str:
+        """The next line ('' when the connection closed first)."""
+        while b"\n" not in self.buffer:
+            try:
                 chunk = self.sock.recv(4096)
-                if not chunk:
-                    return ""
-                self.buffer += chunk
-        finally:
-            if wake is not None:
-                signal.set_wakeup_fd(previous)
-                os.close(wake_r)
-                os.close(wake)
+            except TimeoutError:
+                continue
+            if not chunk:
+                return ""
+            self.buffer += chunk
         line, self.buffer = self.buffer.split(b"\n", 1)
         return line.decode()
 

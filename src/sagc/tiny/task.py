@@ -59,7 +59,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from sagc import io
+import sagc.io
 
 #: Split files, in the order they are generated.
 SPLITS = ("train", "eval", "heldout")
@@ -349,7 +349,9 @@ def read_jsonl(path: Path) -> list[dict]:
     if not path.is_file():
         raise ValueError(f"data file not found: {path}")
     rows = []
-    for i, row in io.read_jsonl(path):
+    for i, row in sagc.io.read_jsonl(path):
+        if not isinstance(row, dict):
+            raise ValueError(f"{path}:{i}: expected a JSON object")
         missing = [c for c in REQUIRED_COLUMNS if c not in row]
         if missing:
             raise ValueError(f"{path}:{i}: missing column(s) {missing}")
