@@ -281,8 +281,28 @@ class DeviceSection(Section):
         return "bfloat16" if self.bf16 and self.master_weights == "bf16_kahan" else "float32"
 
 
+#: How a cell's processes share the model: accelerate's plain data parallelism, FSDP2, or
+#: DeepSpeed ZeRO stage 2 / 3 (one accelerate config each under ``configs/accelerate/``).
+STRATEGIES = ("ddp", "fsdp2", "zero2", "zero3")
+
+
+class LaunchSection(Section):
+    """How many processes train the cell: ``nodes`` x ``processes_per_node`` (one per GPU),
+    started by ``accelerate launch`` when more than one. Every rank runs the same step: the
+    step's P x G rollouts are sharded across the processes (``sagc.train.distributed``)."""
+
+    section_key: ClassVar[str] = "launch"
+    nodes: PositiveInt = 1
+    processes_per_node: PositiveInt = 1
+    strategy: OneOf(STRATEGIES) = "ddp"
+
+    @property
+    def processes(self) -> int:
+        return self.nodes * self.processes_per_node
+
+
 #: Sections that may be given as ``null`` (all defaults).
-_OPTIONAL_SECTIONS = ("train", "algorithm", "sizing", "wandb", "device")
+_OPTIONAL_SECTIONS = ("train", "algorithm", "sizing", "wandb", "device", "launch")
 
 
 class TrainConfig(Section):
@@ -300,6 +320,7 @@ class TrainConfig(Section):
     sizing: SizingSection = Field(default_factory=SizingSection)
     wandb: WandbSection = Field(default_factory=WandbSection)
     device: DeviceSection = Field(default_factory=DeviceSection)
+    launch: LaunchSection = Field(default_factory=LaunchSection)
     _layout: Any = PrivateAttr(default=None)  # set by the cross-key check: see layout()
 
     @classmethod
@@ -334,7 +355,8 @@ class TrainConfig(Section):
         from sagc.train.presets import resolve_algorithm, step_shapes
 
         algo = resolve_algorithm(self.algorithm, self.train.max_completion_length)
-        shapes = step_shapes(self.train, algo, self.sizing.group_sizes())  # raises on a split that would not divide
+        # raises on a split that would not divide, across all of the cell's processes
+        shapes = step_shapes(self.train, algo, self.sizing.group_sizes(), processes=self.launch.processes)
         self._layout = (algo, shapes)
         return self
 

@@ -121,7 +121,7 @@ class StepShape:
     group_size: int
     prompts: int
     rollouts: int
-    micro_batch: int  # rollouts per forward/backward micro-batch
+    micro_batch: int  # rollouts per forward/backward micro-batch of one process
 
 
 @dataclass(frozen=True)
@@ -175,12 +175,18 @@ def updates_per_rollout(steps_per_generation: int, gradient_accumulation_steps: 
     return steps_per_generation // gradient_accumulation_steps * num_iterations
 
 
-def step_shapes(train: Any, algo: AlgorithmSettings, group_sizes: tuple[int, ...]) -> StepShapes:
-    """Lay out every G of the cell; raise ``ValueError`` when a split would not divide."""
+def step_shapes(train: Any, algo: AlgorithmSettings, group_sizes: tuple[int, ...], processes: int = 1) -> StepShapes:
+    """Lay out every G of the cell; raise ``ValueError`` when a split would not divide.
+
+    With several processes each holds an equal share of the step's rollouts and splits it
+    into TRL's ``steps_per_generation`` micro-batches: the step's rollouts must divide into
+    ``processes x steps_per_generation`` equal micro-batches."""
     ga = train.gradient_accumulation_steps
     spg = algo.minibatches * ga
     split_name = f"algorithm.minibatches x train.gradient_accumulation_steps = {algo.minibatches} x {ga} = {spg}"
-    shapes = lay_out(group_sizes, train.prompts_per_step, train.rollout_budget, spg, split_name)
+    if processes > 1:
+        split_name = f"launch processes x {split_name} = {processes} x {spg} = {processes * spg}"
+    shapes = lay_out(group_sizes, train.prompts_per_step, train.rollout_budget, spg * processes, split_name)
     return StepShapes(
         shapes=shapes,
         steps_per_generation=spg,
