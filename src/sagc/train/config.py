@@ -263,8 +263,9 @@ class DeviceSection(Section):
         # Accepted by TRL's config, crashing only after the model has loaded: refused here.
         if self.use_vllm and self.vllm_tensor_parallel_size != 1:
             raise ValueError(f"device.vllm_tensor_parallel_size={self.vllm_tensor_parallel_size} is not supported: "
-                             "a cell trains in one process, and TRL's colocated vLLM shards a model only "
-                             "across the job's own processes; set it to 1 (a 3B model fits one card)")
+                             "each of a cell's processes runs its own colocated vLLM engine on its own "
+                             "card (the step's rows are sharded across the processes, not the model); "
+                             "set it to 1 (a 3B model fits one card)")
         if self.use_vllm and self.vllm_mode == "server":
             raise ValueError("device.vllm_mode=server needs a `trl vllm-serve` process, which the pipeline "
                              "does not start (the trainer would wait for it and fail); use "

@@ -22,6 +22,16 @@ _RIGHT_PADDED = ("completion_ids", "completion_mask", "old_per_token_logps", "re
                  "sampling_per_token_logps", "importance_sampling_ratio", "tool_mask")
 _ROW = ("advantages",)
 _SCALAR = ("num_items_in_batch",)
+PER_ROW_KEYS = frozenset(_LEFT_PADDED + _RIGHT_PADDED + _ROW)
+
+
+def is_left_padded(key: str) -> bool:
+    return key in _LEFT_PADDED
+
+
+def pad_value(key: str, pad_token_id: int):
+    """What TRL pads ``key`` with: the pad token for ids, 1 for the tool mask, else 0."""
+    return pad_token_id if key in ("prompt_ids", "completion_ids") else (1 if key == "tool_mask" else 0)
 
 
 def informative_groups(rewards: torch.Tensor, group_size: int, atol: float = 1e-6) -> torch.Tensor:
@@ -65,9 +75,9 @@ def merge_scored(parts: Sequence[tuple[dict, torch.Tensor]], pad_token_id: int) 
             merged[key] = torch.cat(tensors, dim=0)
             continue
         width = max(t.size(1) for t in tensors) if tensors[0].dim() > 1 else None
-        left = key in _LEFT_PADDED
-        value = pad_token_id if key in ("prompt_ids", "completion_ids") else (1 if key == "tool_mask" else 0)
-        merged[key] = torch.cat([_pad_to(t, width, value, left) if width else t for t in tensors], dim=0)
+        value = pad_value(key, pad_token_id)
+        merged[key] = torch.cat([_pad_to(t, width, value, is_left_padded(key)) if width else t for t in tensors],
+                                dim=0)
     loss_mask = merged["completion_mask"]
     if "tool_mask" in merged:
         loss_mask = loss_mask * merged["tool_mask"]

@@ -247,6 +247,8 @@ def grpo_config_kwargs(cfg: Any, algo: AlgorithmSettings, shapes: StepShapes) ->
         disable_dropout=True,
         remove_unused_columns=False,
         dataloader_num_workers=0,
+        # several processes: every parameter gets a gradient (no extra DDP graph traversal)
+        ddp_find_unused_parameters=False,
         # device
         use_cpu=dev.use_cpu,
         bf16=dev.bf16,

@@ -48,8 +48,12 @@ class GenerateCall:
 
     @classmethod
     def of(cls, prompt_ids: list, completion_ids: list) -> "GenerateCall":
-        prompt_lengths = [len(p) for p in prompt_ids]
-        lengths = [len(c) for c in completion_ids]
+        return cls.of_lengths([len(p) for p in prompt_ids], [len(c) for c in completion_ids])
+
+    @classmethod
+    def of_lengths(cls, prompt_lengths: list[int], lengths: list[int]) -> "GenerateCall":
+        """The call of rows with these prompt and completion lengths (with several processes:
+        every rank's rows, gathered: the call one process would have made)."""
         widest = max(prompt_lengths, default=0)
         return cls(rows=len(lengths), longest=max(lengths, default=0), tokens=sum(lengths),
                    prompt_padding=sum(widest - n for n in prompt_lengths))

@@ -12,6 +12,11 @@ Order of work, so that a bad cell fails in a second and a killed one resumes:
    rerunning it), so the cell trains again from scratch;
 5. train, save ``<output_dir>/final`` (model + tokenizer), write ``done.json`` last.
 
+Under ``accelerate launch`` (``launch.processes`` > 1) every rank runs this; rank 0 alone
+touches the output folder, W&B and done.json, the others wait for it. On SIGTERM or
+SIGUSR1 (the scheduler's warning before a time limit) the step that is running finishes,
+a checkpoint is saved and the process exits with ``PREEMPTED_EXIT``; the rerun resumes.
+
 Outputs: ``final/``, ``checkpoints/checkpoint-<update>/`` (TRL's + ``sagc_state.json``; the
 number is TRL's optimizer step = step x updates_per_rollout), the W&B run under
 ``wandb.dir`` (default ``<output_dir>/wandb``), ``wandb_run_id``, ``done.json``.
@@ -20,6 +25,7 @@ number is TRL's optimizer step = step x updates_per_rollout), the W&B run under
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -37,6 +43,11 @@ from sagc.train.config import TrainConfig, load_config
 log = logging.getLogger("sagc.train")
 
 DONE_FILE = "done.json"
+#: Exit status of a run stopped by SIGTERM/SIGUSR1 after its checkpoint (sysexits'
+#: EX_TEMPFAIL: try again): the profile's retries rerun it, and the rerun resumes.
+PREEMPTED_EXIT = 75
+#: The signals that end a run at the next step boundary, checkpointed.
+STOP_SIGNALS = ("SIGTERM", "SIGUSR1")
 LENGTHS_FILE = "lengths.jsonl"
 CONFIG_STAMP = "config_fingerprint"
 
@@ -273,21 +284,67 @@ def resume_point(out: Path, fingerprint: str, wandb_dir: Path, cell_id: str) -> 
     return None
 
 
-def run_cell(cfg: TrainConfig, *, callbacks: list | None = None) -> dict:
-    """Train one cell (resuming an interrupted run) and return done.json's content."""
+class Preempted(Exception):
+    """The run stopped on a signal after checkpointing its last finished step."""
+
+
+def check_launch(cfg: TrainConfig) -> None:
+    """The processes this job was started with are the ones the cell was laid out for."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world != cfg.launch.processes:
+        raise ValueError(
+            f"launch: the cell is laid out for {cfg.launch.processes} processes (launch.nodes x "
+            f"launch.processes_per_node = {cfg.launch.nodes} x {cfg.launch.processes_per_node}) but this "
+            f"job has {world}; start it with `accelerate launch --num_processes {cfg.launch.processes}` "
+            "(the pipeline's train rule does) or change the launch section"
+        )
+
+
+@contextlib.contextmanager
+def stop_on_signals(trainer):
+    """While training: SIGTERM/SIGUSR1 ask ``trainer`` to stop at the step boundary. A
+    repeated signal asks again, no more: under SLURM a rank gets the scheduler's signal and
+    the launcher's copy of it. A job that must die now gets SIGKILL (SLURM sends it after
+    KillWait) or SIGINT."""
+    import signal
+
+    def handler(signum, frame):
+        log.warning("got %s: stopping after the running step", signal.Signals(signum).name)
+        trainer.request_stop(signum)
+
+    sigs = [getattr(signal, name) for name in STOP_SIGNALS]
+    previous = {s: signal.signal(s, handler) for s in sigs}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+def _shared(trainer, value):
+    """Rank 0's ``value`` on every rank (the value itself on one process)."""
+    from accelerate.utils import broadcast_object_list
+
+    if trainer.accelerator.num_processes == 1:
+        return value
+    return broadcast_object_list([value])[0]
+
+
+def run_cell(cfg: TrainConfig, *, callbacks: list | None = None, trainer_cls: type | None = None) -> dict:
+    """Train one cell (resuming an interrupted run) and return done.json's content (``{}``
+    on the ranks other than 0); ``Preempted`` when a stop signal ended it after a
+    checkpoint. ``trainer_cls``: a ``SAGCGRPOTrainer`` subclass (``build_trainer``)."""
     out = Path(cfg.output_dir)
     done_path = out / DONE_FILE
     fingerprint = config_fingerprint(cfg)
+    check_launch(cfg)
+    main = int(os.environ.get("RANK", "0")) == 0
     if done_path.is_file():
         done = json.loads(done_path.read_text())
         if done.get("config_fingerprint") == fingerprint:
             log.info("%s exists: cell %s is finished", done_path, cfg.cell.id)
             return done
-        log.warning("%s was written for another config of cell %s: training again", done_path, cfg.cell.id)
-        done_path.unlink()
-    out.mkdir(parents=True, exist_ok=True)
     wandb_dir = set_job_env(cfg)
-    checkpoint = resume_point(out, fingerprint, wandb_dir, cfg.cell.id)
     if cfg.train.torch_threads is not None:
         import torch
 
@@ -297,19 +354,36 @@ def run_cell(cfg: TrainConfig, *, callbacks: list | None = None) -> dict:
 
     run_config = {**{k: getattr(cfg.cell, k) for k in CELL_KEYS},
                   "cell_id": cfg.cell.id, "config": cfg.to_dict()}
-    # Validate and load everything before W&B starts, so a bad cell leaves no run behind.
-    trainer = build_trainer(cfg, callbacks=callbacks)
+    # Validate and load everything before W&B starts, so a bad cell leaves no run behind
+    # (building the trainer also joins the job's processes: the folder work below is rank 0's).
+    trainer = build_trainer(cfg, callbacks=callbacks, trainer_cls=trainer_cls)
+    checkpoint = None
+    if main:
+        if done_path.is_file():
+            log.warning("%s was written for another config of cell %s: training again", done_path, cfg.cell.id)
+            done_path.unlink()
+        out.mkdir(parents=True, exist_ok=True)
+        checkpoint = resume_point(out, fingerprint, wandb_dir, cfg.cell.id)
+    checkpoint = _shared(trainer, checkpoint)
     run_config["algorithm_settings"] = trainer.algorithm_settings.to_dict()
-    logger = StepLogger(
-        mode=cfg.wandb.mode, project=cfg.wandb.project, entity=cfg.wandb.entity,
-        group=cfg.wandb.group, name=cfg.wandb.name or cfg.cell.id,
-        run_id=run_id_for(out, resuming=checkpoint is not None), directory=wandb_dir, config=run_config,
-    )  # fmt: skip
-    trainer.step_logger = logger
+    logger = None
+    if main:
+        logger = StepLogger(
+            mode=cfg.wandb.mode, project=cfg.wandb.project, entity=cfg.wandb.entity,
+            group=cfg.wandb.group, name=cfg.wandb.name or cfg.cell.id,
+            run_id=run_id_for(out, resuming=checkpoint is not None), directory=wandb_dir, config=run_config,
+        )  # fmt: skip
+        trainer.step_logger = logger
     try:
-        trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+        with stop_on_signals(trainer):
+            trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+        if trainer.preempted:
+            raise Preempted(f"cell {cfg.cell.id}: stopped by signal {trainer.stop_signal} after step "
+                            f"{trainer.step} (checkpointed); rerun the job to resume")
         final = out / "final"
-        trainer.save_model(str(final))
+        trainer.save_model(str(final))  # every rank: a sharded model is gathered
+        if not main:
+            return {}
         save_tokenizer(trainer.processing_class, final, like=cfg.model.tokenizer or cfg.model.path)
         # Every step's lengths grouped by prompt (sagc.trace), so a recorded run can be
         # replayed with any controller; done.json's history: the same step records.
@@ -327,10 +401,16 @@ def run_cell(cfg: TrainConfig, *, callbacks: list | None = None) -> dict:
             "history": history,
         }
         atomic_write_json(done_path, done, indent=1)
-    except BaseException:
-        logger.finish(exit_code=1)
+    except Preempted:
+        if logger is not None:
+            logger.finish(exit_code=PREEMPTED_EXIT)
         raise
-    logger.finish()
+    except BaseException:
+        if logger is not None:
+            logger.finish(exit_code=1)
+        raise
+    if logger is not None:
+        logger.finish()
     return done
 
 
@@ -346,7 +426,11 @@ def run_job(cfg: TrainConfig) -> int:
     except ValueError as e:
         print(f"error: {cfg.cell.id}: {e}", file=sys.stderr)
         return 2
-    print(json.dumps({k: v for k, v in done.items() if k != "history"}))
+    except Preempted as e:
+        print(f"preempted: {e}", file=sys.stderr)
+        return PREEMPTED_EXIT
+    if done:  # rank 0's
+        print(json.dumps({k: v for k, v in done.items() if k != "history"}))
     return 0
 
 

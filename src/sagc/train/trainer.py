@@ -44,8 +44,14 @@ The TRL methods overridden here and the private attributes used are listed, with
 reason for each, in ``sagc.train.trl_contract`` (checked against the installed TRL by the
 tests).
 
-Single process only (one device, vLLM colocated or HF generate): the prompt stream and
-dynamic sampling are not sharded across ranks.
+* **Several processes** (``accelerate launch``, ``sagc.train.distributed``): every rank
+  draws the same prompts and keeps its share of the step's rows; lengths, costs and the
+  dynamic-sampling decisions are taken over all ranks' rows, gathered, so every rank's sizer
+  picks the same G (checked each step) and the step is the one a single process would take.
+  Only rank 0 logs and writes files.
+* **Stop at a step boundary** (``request_stop``, called from a SIGTERM/SIGUSR1 handler):
+  the step that is running finishes, a checkpoint is saved, and training ends with
+  ``preempted`` set; a resumed run repeats no finished step.
 """
 
 from __future__ import annotations
@@ -65,7 +71,7 @@ from transformers.trainer_callback import PrinterCallback, ProgressCallback
 from trl import GRPOConfig, GRPOTrainer
 
 from sagc import metrics as M
-from sagc.train import rollout
+from sagc.train import distributed, rollout
 from sagc.train.checkpoint import read_state, write_state
 from sagc.train.dynamic_sampling import informative_groups, merge_scored
 from sagc.train.presets import lay_out, updates_per_rollout
@@ -124,7 +130,7 @@ class _StepBoundary(TrainerCallback):
         self.trainer = trainer
 
     def on_step_end(self, args, state, control, **kwargs):
-        self.trainer._on_update_end()
+        self.trainer._on_update_end(control)
 
 
 class SAGCGRPOTrainer(GRPOTrainer):
@@ -157,9 +163,6 @@ class SAGCGRPOTrainer(GRPOTrainer):
         # Everything below is checked before TRL loads any model.
         if args.use_vllm:
             require_vllm()
-        if args.world_size != 1:
-            raise ValueError("SAGCGRPOTrainer runs in a single process (one device); got world_size="
-                             f"{args.world_size}")
         if args.max_steps is None or args.max_steps <= 0:
             raise ValueError("SAGCGRPOTrainer needs args.max_steps > 0 (optimizer updates)")
         ga, spg = args.gradient_accumulation_steps, args.steps_per_generation
@@ -178,8 +181,10 @@ class SAGCGRPOTrainer(GRPOTrainer):
         self.sagc_args = sagc_args
         self.group_sizes = tuple(sorted(int(g) for g in group_sizer.candidates))
         # The cell config's layout rule (a cell passed it already; a trainer built by hand has not).
-        lay_out(self.group_sizes, sagc_args.prompts_per_step, sagc_args.rollout_budget, spg,
-                f"steps_per_generation = {spg}", key="sagc_args")
+        n = args.world_size
+        lay_out(self.group_sizes, sagc_args.prompts_per_step, sagc_args.rollout_budget, spg * n,
+                f"steps_per_generation = {spg}" if n == 1 else f"processes x steps_per_generation = {n} x {spg}",
+                key="sagc_args")
         if args.logging_steps != 1 or _value(args.logging_strategy) != "steps":
             # TRL clears its metric buffers in log(); one log per update keeps them per-update.
             args.logging_strategy = "steps"
@@ -198,12 +203,15 @@ class SAGCGRPOTrainer(GRPOTrainer):
             callbacks=callbacks,
             **kwargs,
         )
-        if args.use_vllm and args.vllm_mode == "colocate":
+        self.rank, self.n_processes = distributed.world()
+        if self.n_processes > 1 or (args.use_vllm and args.vllm_mode == "colocate"):
             # TRL seeds every colocated engine with process_index // tp (0 for one process),
             # and vLLM's worker setup reseeds torch's global RNG with it; in colocate mode the
             # engine samples from that RNG, in this process. Reseed with the cell's seed, so
-            # that two seeds are two independent samples (TRL's HF path already is).
-            set_seed(args.seed)
+            # that two seeds are two independent samples (TRL's HF path already is); with
+            # several processes each rank samples its rows from its own stream.
+            set_seed(args.seed if self.n_processes == 1 else _rank_seed(args.seed, self.rank))
+        if args.use_vllm and args.vllm_mode == "colocate":
             from sagc.vllm_support import vllm_cpu_build_installed
 
             if vllm_cpu_build_installed():
@@ -227,6 +235,8 @@ class SAGCGRPOTrainer(GRPOTrainer):
         self._step_t0: float | None = None
         self._step_cpu0: float | None = None
         self._update_loss = 0.0
+        self.stop_signal: int | None = None  # set by request_stop
+        self.preempted = False  # training ended early at a step boundary, on request
         self.add_callback(_StepBoundary(self))
         # One concise line per step (below) instead of TRL's per-update dict printing.
         for cb in (PrinterCallback, ProgressCallback):
@@ -239,11 +249,12 @@ class SAGCGRPOTrainer(GRPOTrainer):
         return DataLoader(_Tickets(n), batch_size=1, shuffle=False, collate_fn=_identity)
 
     def _draw_rows(self, n_prompts: int, group_size: int) -> list[dict]:
+        """This rank's share of the round's rows: every rank draws the same prompts."""
         idx = self.prompt_stream.take(n_prompts)
         self._current.prompt_ids.extend(idx)
         rows = [dict(self.train_dataset[i]) for i in idx]
         # Copies, not references: TRL may write extra fields into each row.
-        return [dict(r) for r in rows for _ in range(group_size)]
+        return distributed.shard([dict(r) for r in rows for _ in range(group_size)], self.rank, self.n_processes)
 
     @property
     def history(self) -> list[dict]:
@@ -272,16 +283,19 @@ class SAGCGRPOTrainer(GRPOTrainer):
         dt = time.perf_counter() - t0
         cur = self._current
         if self.model.training and cur is not None:
-            completion_ids = result[1]
             stop = {*self.eos_token_ids, self._tokenizer.pad_token_id}
-            lengths = [len(ids) for ids in completion_ids]
-            trunc = [bool(ids) and ids[-1] not in stop for ids in completion_ids]
+            # Every rank's rows, in their global order (one list on one process).
+            rows = distributed.gather_rows([(len(p), len(c), bool(c) and c[-1] not in stop)
+                                            for p, c in zip(result[0], result[1], strict=True)])
+            prompt_lengths = [r[0] for r in rows]
+            lengths = [r[1] for r in rows]
+            trunc = [r[2] for r in rows]
             g = self.num_generations
             if len(lengths) % g:
                 raise RuntimeError(f"{len(lengths)} completions do not form groups of G={g}")
             cur.length_groups.extend(lengths[i : i + g] for i in range(0, len(lengths), g))
             cur.truncated.extend(trunc)
-            cur.calls.append(GenerateCall.of(result[0], completion_ids))
+            cur.calls.append(GenerateCall.of_lengths(prompt_lengths, lengths))
             # Rollout time is generation alone: the weight sync to vLLM is logged apart.
             cur.gen_seconds += dt - self._sync_seconds
             cur.sync_seconds += self._sync_seconds
@@ -297,6 +311,8 @@ class SAGCGRPOTrainer(GRPOTrainer):
         return rewards_per_func
 
     def _score_round(self, n_prompts: int, group_size: int) -> tuple[dict, torch.Tensor]:
+        """One generation round: this rank's scored rows, and every rank's rewards (TRL
+        gathers them to compute group advantages)."""
         rows = self._draw_rows(n_prompts, group_size)
         n_before = len(self._current.rewards)
         scored = super()._generate_and_score_completions(rows)
@@ -318,22 +334,25 @@ class SAGCGRPOTrainer(GRPOTrainer):
         if g not in self.group_sizes:
             raise RuntimeError(f"group sizer returned G={g}, not one of its candidates {self.group_sizes}")
         p = self.sagc_args.prompts_for(g)
+        distributed.agree(g, f"G of step {self.step + 1}")
         self.num_generations = g
         cur = self._current = StepInProgress(step=self.step + 1, group_size=g)
 
         scored, rewards = self._score_round(p, g)
         if self.sagc_args.dynamic_sampling:
             scored = self._dynamic_sampling(scored, rewards, p, g)
-        n_rows = int(scored["advantages"].shape[0])
-        if n_rows != p * g or n_rows % self.args.steps_per_generation:
+        n_rows = int(scored["advantages"].shape[0])  # this rank's
+        if n_rows * self.n_processes != p * g or n_rows % self.args.steps_per_generation:
             raise RuntimeError(
-                f"step {cur.step}: {n_rows} rollouts for P={p}, G={g}, steps_per_generation="
-                f"{self.args.steps_per_generation}: refusing a split that would drop rows"
+                f"step {cur.step}: {n_rows} rollouts on each of {self.n_processes} processes for P={p}, "
+                f"G={g}, steps_per_generation={self.args.steps_per_generation}: refusing a split that "
+                "would drop rows"
             )
-        cur.n_prompts, cur.n_rollouts = p, n_rows
-        # TRL trains on these padded tensors, num_iterations times.
-        width = int(scored["prompt_ids"].shape[1]) + int(scored["completion_ids"].shape[1])
-        cur.train_padded_tokens = n_rows * width * self.args.num_iterations
+        cur.n_prompts, cur.n_rollouts = p, p * g
+        # TRL trains on these padded tensors, num_iterations times (one process's widths:
+        # the widest rank's).
+        widths = distributed.slowest(scored["prompt_ids"].shape[1], scored["completion_ids"].shape[1])
+        cur.train_padded_tokens = p * g * int(sum(widths)) * self.args.num_iterations
         cur.record = self.group_sizer.observe(cur.length_groups)
         cur.long_round = self.prompt_stream.round_long
         self.prompt_stream.observe(cur.prompt_ids, cur.length_groups)
@@ -341,20 +360,30 @@ class SAGCGRPOTrainer(GRPOTrainer):
         return scored
 
     def _dynamic_sampling(self, scored: dict, rewards: torch.Tensor, p: int, g: int) -> dict:
+        """Keep the informative groups of every round until P are kept; ``scored`` is this
+        rank's rows, ``rewards`` every rank's. The selection runs on every rank's rows
+        (gathered; the same on every rank) and each rank keeps its share of the result."""
         cur = self._current
+        pad = self._tokenizer.pad_token_id
+        whole = distributed.gather_scored(scored, pad)
         keep = informative_groups(rewards, g)
-        parts, spare = [(scored, _rows(keep, g))], [(scored, _rows(~keep, g))]
+        parts, spare = [(whole, _rows(keep, g))], [(whole, _rows(~keep, g))]
         kept, cur.ds_dropped = int(keep.sum()), int((~keep).sum())
+        unit = distributed.refill_unit(g, self.n_processes)
         while kept < p and cur.ds_rounds < self.sagc_args.ds_max_rounds:
             cur.ds_rounds += 1
             gen_before = cur.gen_seconds
-            out, r = self._score_round(p - kept, g)
+            need = p - kept
+            out, r = self._score_round(-(-need // unit) * unit, g)
             cur.ds_seconds += cur.gen_seconds - gen_before
-            keep = informative_groups(r, g)
+            out = distributed.gather_scored(out, pad)
+            informative = informative_groups(r, g)
+            # A round rounded up to whole shards may hold more informative groups than needed.
+            keep = informative & (torch.cumsum(informative.long(), 0) <= need)
             parts.append((out, _rows(keep, g)))
-            spare.append((out, _rows(~keep, g)))
+            spare.append((out, _rows(~informative, g)))
             kept += int(keep.sum())
-            cur.ds_dropped += int((~keep).sum())
+            cur.ds_dropped += int((~informative).sum())
         if kept < p:
             # Cap reached: complete the batch with dropped groups (zero advantage) so the
             # step keeps P x G rows and every split divides; most recent rounds first.
@@ -370,11 +399,15 @@ class SAGCGRPOTrainer(GRPOTrainer):
         if len(parts) == 1 or (cur.ds_rounds == 0 and cur.ds_filled == 0 and cur.ds_dropped == 0):
             return scored
         parts = [(o, i) for o, i in parts if i.numel()]
-        return merge_scored(parts, pad_token_id=self._tokenizer.pad_token_id)
+        return distributed.shard_scored(merge_scored(parts, pad_token_id=pad))
 
     # -- step boundary: metrics, history, logging ---------------------------------------
 
-    def _on_update_end(self) -> None:
+    def request_stop(self, signum: int) -> None:
+        """Ask the run to end after the running step (safe to call from a signal handler)."""
+        self.stop_signal = signum
+
+    def _on_update_end(self, control) -> None:
         cur = self._current
         if cur is None:
             return
@@ -388,21 +421,34 @@ class SAGCGRPOTrainer(GRPOTrainer):
         cur.trl_metrics.append(snap)
         if self.state.global_step % self.updates_per_rollout == 0:
             self._finish_step()
+            last = self.state.global_step >= self.args.max_steps
+            # Every rank stops at the same step, when any one of them was asked to.
+            if distributed.any_rank(self.stop_signal is not None) and not last:
+                log.warning("stop requested (signal %s): checkpointing step %d and ending the run",
+                            self.stop_signal, self.step)
+                self.preempted = True
+                control.should_save = True
+                control.should_training_stop = True
 
     def _finish_step(self) -> None:
         cur = self._current
-        step_s = time.perf_counter() - self._step_t0
-        cpu_s = time.process_time() - self._step_cpu0
+        # Wall times are the slowest rank's (a synchronous step waits for it); CPU time is summed.
+        step_s, cur.gen_seconds, cur.sync_seconds, cur.ds_seconds = distributed.slowest(
+            time.perf_counter() - self._step_t0, cur.gen_seconds, cur.sync_seconds, cur.ds_seconds)
+        (cpu_s,) = distributed.total(time.process_time() - self._step_cpu0)
+        # Each rank's loss is its rows' share of the step's loss: the step's is their mean.
+        cur.update_losses = [x / self.n_processes for x in distributed.total(*cur.update_losses)]
         self.wallclock_s += step_s
         self.cpu_s += cpu_s
         result = cur.finish(step_s=step_s, cpu_s=cpu_s, wallclock_s=self.wallclock_s, cpu_total_s=self.cpu_s,
                             dynamic_sampling=self.sagc_args.dynamic_sampling)
         self.steps.append(result)
         row = result.row()
-        log.info("step %d/%d G=%d prompts=%d straggler=%d ratio=%.2f rollout_s=%.2f step_s=%.2f "
-                 "reward=%.3f loss=%.4g", result.step, self.args.max_steps // self.updates_per_rollout,
-                 result.group_size, result.prompts, int(result.straggler), result.ratio,
-                 result.rollout_s, step_s, row[M.REWARD_MEAN], row[M.LOSS])
+        say = log.info if self.accelerator.is_main_process else log.debug
+        say("step %d/%d G=%d prompts=%d straggler=%d ratio=%.2f rollout_s=%.2f step_s=%.2f "
+            "reward=%.3f loss=%.4g", result.step, self.args.max_steps // self.updates_per_rollout,
+            result.group_size, result.prompts, int(result.straggler), result.ratio,
+            result.rollout_s, step_s, row[M.REWARD_MEAN], row[M.LOSS])
         if self.step_logger is not None:
             self.step_logger.log(row, step=result.step)
         self._current = None
@@ -437,6 +483,7 @@ class SAGCGRPOTrainer(GRPOTrainer):
         if self._current is not None:
             raise RuntimeError("checkpoint requested inside a step: save_steps must fall on step boundaries")
         super()._save_checkpoint(model, trial)
+        self.accelerator.wait_for_everyone()  # every rank's files first: the state marks it complete
         if self.args.should_save:
             folder = Path(self._get_output_dir(trial=trial)) / f"checkpoint-{self.state.global_step}"
             write_state(folder, self.sagc_state())  # written last: marks the checkpoint complete
@@ -445,6 +492,11 @@ class SAGCGRPOTrainer(GRPOTrainer):
         super()._load_optimizer_and_scheduler(checkpoint)
         if checkpoint is not None:
             self.load_sagc_state(read_state(checkpoint))
+
+
+def _rank_seed(seed: int, rank: int) -> int:
+    """A sampling seed per (cell seed, rank), independent across both."""
+    return int(np.random.SeedSequence([seed, rank]).generate_state(1)[0])
 
 
 def _value(option) -> str:
