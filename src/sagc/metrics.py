@@ -18,6 +18,7 @@ metrics (KL, entropy, clip ratios, ...) are logged alongside under a ``trl/`` pr
 | ``sagc/posterior_mean/g<G>`` | posterior mean straggler risk of candidate G (SAGC only)       |
 | ``time/rollout_s``           | seconds spent generating rollouts (dynamic-sampling rounds too)|
 | ``time/weight_sync_s``       | seconds copying the policy's weights to vLLM (not in rollout_s)|
+| ``time/rollout_postprocess_s`` | tokenizing, stop trimming, decoding (not in rollout_s)       |
 | ``time/step_s``              | seconds of the whole step (generation + scoring + update)      |
 | ``time/wallclock_s``         | cumulative training seconds (sum of step_s, survives resume)   |
 | ``time/cpu_s``               | process CPU seconds of the step (immune to time-slicing)       |
@@ -54,6 +55,10 @@ POSTERIOR_MEAN_PREFIX = "sagc/posterior_mean/g"
 
 ROLLOUT_SECONDS = "time/rollout_s"
 WEIGHT_SYNC_SECONDS = "time/weight_sync_s"
+#: CPU work of the generation call beside decoding: tokenizing the prompts, cutting rows at
+#: the stop strings, decoding them to text. It grows with total tokens, not the longest row,
+#: so it is kept out of the rollout time.
+POSTPROCESS_SECONDS = "time/rollout_postprocess_s"
 STEP_SECONDS = "time/step_s"
 WALLCLOCK_SECONDS = "time/wallclock_s"
 CPU_SECONDS = "time/cpu_s"
@@ -102,7 +107,7 @@ def posterior_mean_key(group_size: int) -> str:
 #: Metrics every training run logs at every step (fixed G and SAGC alike).
 REQUIRED = (
     STEP, GROUP_SIZE, STRAGGLER, LENGTH_RATIO, STRAGGLER_RATE,
-    ROLLOUT_SECONDS, WEIGHT_SYNC_SECONDS, STEP_SECONDS, WALLCLOCK_SECONDS, CPU_SECONDS, CPU_TOTAL_SECONDS,
+    ROLLOUT_SECONDS, WEIGHT_SYNC_SECONDS, POSTPROCESS_SECONDS, STEP_SECONDS, WALLCLOCK_SECONDS, CPU_SECONDS, CPU_TOTAL_SECONDS,
     *COST.values(), TOKENS_GENERATED, PADDING_EFFICIENCY,
     REWARD_MEAN, REWARD_STD, LENGTH_MEAN, LENGTH_MEDIAN, LENGTH_MAX, TRUNCATED_FRAC,
     N_PROMPTS, N_ROLLOUTS,

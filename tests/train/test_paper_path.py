@@ -126,6 +126,48 @@ def test_training_rollouts_stop_at_the_stop_string_and_count_as_finished(paper_w
     assert sum(map(sum, lengths)) < sum(map(sum, lengths_off))
 
 
+@pytest.mark.slow
+def test_training_rollouts_end_at_a_chat_end_token_and_count_as_finished(paper_world, tmp_path):
+    """``<|im_end|>`` is a special token: decoding skips it, so only its id can stop a row.
+    With the paper's stops a row ends at it (finished, its length ends there); with the text
+    stop alone the row runs on to the cap, a straggler the model never meant to write."""
+    from sagc.train.config import TrainConfig
+    from sagc.train.run import build_trainer
+
+    tok = paper_world["tokenizer"]
+    im_end = tok.convert_tokens_to_ids("<|im_end|>")
+    assert im_end != tok.eos_token_id and "<|im_end|>" in tok.all_special_tokens
+    paper_stops = yaml.safe_load((REPO / "configs/paper.yaml").read_text())["train"]["stop"]
+    assert "<|im_end|>" in paper_stops
+    results = {}
+    for name, stop in (("paper", paper_stops), ("text only", [STOP])):
+        cell = paper_cell(paper_world, tmp_path / name.replace(" ", "-"), "qwen2.5-3b", "grpo", "g4", "141GB",
+                          stop=stop, generation_kwargs={"sequence_bias": [[[im_end], 3.0]]})
+        trainer = build_trainer(TrainConfig.from_dict(cell, check_vllm=False))
+        seen = []
+        generate = trainer._generate
+
+        def spy(prompts, generate=generate, seen=seen):
+            out = generate(prompts)
+            seen.extend(out[1])
+            return out
+
+        trainer._generate = spy
+        trainer.train()
+        results[name] = trainer.steps[0], seen
+    (paper_step, paper_rows), (text_step, text_rows) = results["paper"], results["text only"]
+    # The biased model writes <|im_end|> in most rows; without its id as a stop they run on.
+    wrote = [r for r in text_rows if im_end in r]
+    assert len(wrote) >= len(text_rows) // 2
+    assert any(r.index(im_end) < len(r) - 1 for r in wrote)
+    # With it, every row that holds it ends at it and is not truncated.
+    assert all(r.index(im_end) == len(r) - 1 for r in paper_rows if im_end in r)
+    ended = sum(r[-1] == im_end for r in paper_rows)
+    assert ended >= len(paper_rows) // 2
+    assert sum(paper_step.truncated) <= len(paper_rows) - ended
+    assert sum(map(len, paper_rows)) < sum(map(len, text_rows))
+
+
 # -- the paper path with the real architectures ----------------------------------------------
 
 

@@ -188,3 +188,28 @@ def test_rollout_budget_keeps_rollouts_fixed(make_cell, tmp_path):
     for h in trainer.history:
         assert h["rollouts"] == 32
         assert h["prompts"] == 32 // h["group_size"]
+
+
+def test_rollout_time_is_generation_alone(make_cell, tmp_path, monkeypatch):
+    """Stop trimming (CPU work that grows with total tokens) is timed apart from generation:
+    a trim made 0.3 s slow lands in the post-processing time, not in ``rollout_s``."""
+    import time
+
+    from sagc.train import rollout
+
+    trim = rollout.trim_rollouts
+
+    def slow_trim(*args, **kwargs):
+        time.sleep(0.3)
+        return trim(*args, **kwargs)
+
+    monkeypatch.setattr(rollout, "trim_rollouts", slow_trim)
+    cfg = make_cell(tmp_path / "run", steps=2, save_steps=100, wandb_mode="disabled", sizing="g4")
+    cfg["train"]["stop"] = ["\nUser:"]
+    trainer = _build(cfg)
+    trainer.train()
+    for step in trainer.steps:
+        calls = len(step.calls)
+        assert step.post_s >= 0.3 * calls
+        assert step.rollout_s < 0.3 * calls, "the trim's time went into rollout_s"
+        assert step.rollout_s + step.post_s + step.sync_s <= step.step_s

@@ -17,8 +17,9 @@ from typing import Any
 from sagc.io import atomic_write_text
 
 STATE_FILE = "sagc_state.json"
+#: 3: step records time the generation call's post-processing apart (``post_s``);
 #: 2: the step records in one form (``steps``); 1 kept history, rows and trace apart.
-STATE_VERSION = 2
+STATE_VERSION = 3
 
 
 def write_state(checkpoint: str | Path, state: dict[str, Any]) -> Path:

@@ -90,6 +90,7 @@ class StepInProgress:
     rewards: list = field(default_factory=list)  # one tensor per generation round
     gen_seconds: float = 0.0
     sync_seconds: float = 0.0
+    post_seconds: float = 0.0
     calls: list = field(default_factory=list)
     train_padded_tokens: int = 0
     ds_rounds: int = 0
@@ -124,7 +125,7 @@ class StepInProgress:
             prompt_ids=[int(i) for i in self.prompt_ids], long_round=bool(self.long_round),
             ds_rounds=self.ds_rounds, ds_dropped=self.ds_dropped, ds_filled=self.ds_filled,
             ds_seconds=self.ds_seconds, dynamic_sampling=dynamic_sampling,
-            rollout_s=self.gen_seconds, sync_s=self.sync_seconds, step_s=step_s, cpu_s=cpu_s,
+            rollout_s=self.gen_seconds, sync_s=self.sync_seconds, post_s=self.post_seconds, step_s=step_s, cpu_s=cpu_s,
             wallclock_s=wallclock_s, cpu_total_s=cpu_total_s,
             losses=[float(x) for x in self.update_losses], trl_metrics=trl,
         )  # fmt: skip
@@ -156,8 +157,9 @@ class StepResult:
     ds_filled: int
     ds_seconds: float
     dynamic_sampling: bool
-    rollout_s: float
+    rollout_s: float  # generation alone (sagc.metrics.ROLLOUT_SECONDS)
     sync_s: float
+    post_s: float  # sagc.metrics.POSTPROCESS_SECONDS
     step_s: float
     cpu_s: float
     wallclock_s: float
@@ -183,6 +185,7 @@ class StepResult:
             M.STRAGGLER_RATE: self.straggler_rate,
             M.ROLLOUT_SECONDS: self.rollout_s,
             M.WEIGHT_SYNC_SECONDS: self.sync_s,
+            M.POSTPROCESS_SECONDS: self.post_s,
             M.STEP_SECONDS: self.step_s,
             M.WALLCLOCK_SECONDS: self.wallclock_s,
             M.CPU_SECONDS: self.cpu_s,

@@ -15,6 +15,13 @@ mask treat the row as finished, the reward sees the answer's text, and the lengt
 observes are the trimmed ones. The appended EOS was not sampled: its sampling log-prob is
 NaN, which TRL's importance sampling correction treats as "no correction" (ratio 1).
 
+**Stop tokens.** The tasks also stop at the chat end tokens (``<|im_end|>``, ``<|eot_id|>``,
+``<|endoftext|>``). Those are special tokens: decoding skips them, so no text match finds
+them. A stop that is one added token of the tokenizer (``split_stops``) ends generation
+at its id instead, like EOS: it joins TRL's ``eos_token_ids`` (HF ``generate``'s EOS list,
+the truncation test, DAPO's mask) and vLLM's ``stop_token_ids``, so the row is finished and
+its length ends at that token.
+
 **Weight sync.** With vLLM, TRL copies the policy's weights into vLLM before the first
 generation of each optimizer step, inside the generation call. ``timed_weight_sync`` does
 that copy itself (the same call TRL makes) and records its duration, so the rollout time is
@@ -46,6 +53,17 @@ from typing import Any, Sequence
 WEIGHT_SYNC_METRIC = "timing/vllm_weight_sync_s"
 IS_ALTERED_METRIC = "sampling/importance_sampling_altered_frac"
 STOP_TRIMMED_METRIC = "completions/stop_string_frac"
+
+
+def split_stops(tokenizer: Any, stop: Sequence[str]) -> tuple[list[int], list[str]]:
+    """The stops that are one special token of ``tokenizer`` (chat end tokens such as
+    ``<|im_end|>``, ``<|eot_id|>``) as token ids, and the rest as text. A special token is
+    skipped when rows are decoded, so no text match can find it: generation must end at its
+    id (HF ``generate``'s EOS list, vLLM's ``stop_token_ids``). A stop that is not a token
+    of this tokenizer (Llama's ``<|eot_id|>`` for Qwen) stays text and never matches."""
+    added = tokenizer.get_added_vocab()  # the atomic tokens: special ones among them
+    ids = [int(added[s]) for s in stop if s in added]
+    return ids, [s for s in stop if s not in added]
 
 
 def _first_stop(text: str, stop: Sequence[str]) -> int:

@@ -95,7 +95,7 @@ class SAGCTrainingArguments:
     rollout_budget: int | None = None
     dynamic_sampling: bool = False
     ds_max_rounds: int = 3
-    stop: tuple[str, ...] = ()  # stop strings of the rollouts (sagc.train.rollout.trim_at_stop)
+    stop: tuple[str, ...] = ()  # stops of the rollouts: special tokens end generation, text is trimmed (rollout.py)
 
     def __post_init__(self) -> None:
         if (self.prompts_per_step is None) == (self.rollout_budget is None):
@@ -211,6 +211,7 @@ class SAGCGRPOTrainer(GRPOTrainer):
             # that two seeds are two independent samples (TRL's HF path already is); with
             # several processes each rank samples its rows from its own stream.
             set_seed(args.seed if self.n_processes == 1 else _rank_seed(args.seed, self.rank))
+        self._stop_texts = self._stop_at_tokens(sagc_args.stop)
         if args.use_vllm and args.vllm_mode == "colocate":
             from sagc.vllm_support import vllm_cpu_build_installed
 
@@ -241,6 +242,22 @@ class SAGCGRPOTrainer(GRPOTrainer):
         # One concise line per step (below) instead of TRL's per-update dict printing.
         for cb in (PrinterCallback, ProgressCallback):
             self.remove_callback(cb)
+
+    def _stop_at_tokens(self, stop: tuple[str, ...]) -> list[str]:
+        """End generation at the stops that are special tokens (chat end tokens) as at EOS;
+        return the stops left to match as text (``rollout.trim_rollouts``). A row that ends
+        at such a token is finished: TRL's truncation test and DAPO's mask read
+        ``eos_token_ids``."""
+        ids, texts = rollout.split_stops(self._tokenizer, stop)
+        new = [i for i in ids if i not in self.eos_token_ids]
+        if new:
+            self.eos_token_ids = [*self.eos_token_ids, *new]
+            if self.use_vllm:
+                self.vllm_generation.generation_kwargs["stop_token_ids"] = list(self.eos_token_ids)
+            else:
+                self.generation_config.eos_token_id = list(self.eos_token_ids)
+                self.generation_kwargs["eos_token_id"] = list(self.eos_token_ids)
+        return texts
 
     # -- data: a ticket per micro-step; prompts come from the stream --------------------
 
@@ -277,7 +294,8 @@ class SAGCGRPOTrainer(GRPOTrainer):
         return loss
 
     def _generate(self, prompts: list):
-        self._sync_seconds = 0.0  # set by _generate_single_turn when weights go to vLLM
+        # Set by _generate_single_turn: the weight sync to vLLM and the generation itself.
+        self._sync_seconds = self._gen_seconds = 0.0
         t0 = time.perf_counter()
         result = super()._generate(prompts)
         dt = time.perf_counter() - t0
@@ -296,9 +314,11 @@ class SAGCGRPOTrainer(GRPOTrainer):
             cur.length_groups.extend(lengths[i : i + g] for i in range(0, len(lengths), g))
             cur.truncated.extend(trunc)
             cur.calls.append(GenerateCall.of_lengths(prompt_lengths, lengths))
-            # Rollout time is generation alone: the weight sync to vLLM is logged apart.
-            cur.gen_seconds += dt - self._sync_seconds
+            # Rollout time is generation alone: the weight sync to vLLM and the CPU work
+            # around it (tokenizing, stop trimming, decoding) are logged apart.
+            cur.gen_seconds += self._gen_seconds
             cur.sync_seconds += self._sync_seconds
+            cur.post_seconds += dt - self._gen_seconds - self._sync_seconds
         return result
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
@@ -323,9 +343,11 @@ class SAGCGRPOTrainer(GRPOTrainer):
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
         # Here, not in _generate: TRL decodes, scores and tests truncation inside _generate.
         self._sync_seconds = rollout.timed_weight_sync(self)
+        t0 = time.perf_counter()
         ids, logprobs = super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations,
                                                       has_tool_images)
-        return rollout.trim_rollouts(self, ids, logprobs, self.sagc_args.stop)
+        self._gen_seconds = time.perf_counter() - t0
+        return rollout.trim_rollouts(self, ids, logprobs, self._stop_texts)
 
     def _generate_and_score_completions(self, inputs):
         if not self.model.training:
@@ -433,8 +455,9 @@ class SAGCGRPOTrainer(GRPOTrainer):
     def _finish_step(self) -> None:
         cur = self._current
         # Wall times are the slowest rank's (a synchronous step waits for it); CPU time is summed.
-        step_s, cur.gen_seconds, cur.sync_seconds, cur.ds_seconds = distributed.slowest(
-            time.perf_counter() - self._step_t0, cur.gen_seconds, cur.sync_seconds, cur.ds_seconds)
+        step_s, cur.gen_seconds, cur.sync_seconds, cur.post_seconds, cur.ds_seconds = distributed.slowest(
+            time.perf_counter() - self._step_t0, cur.gen_seconds, cur.sync_seconds, cur.post_seconds,
+            cur.ds_seconds)
         (cpu_s,) = distributed.total(time.process_time() - self._step_cpu0)
         # Each rank's loss is its rows' share of the step's loss: the step's is their mean.
         cur.update_losses = [x / self.n_processes for x in distributed.total(*cur.update_losses)]
