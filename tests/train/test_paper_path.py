@@ -155,7 +155,7 @@ def test_training_rollouts_end_at_a_chat_end_token_and_count_as_finished(paper_w
         trainer._generate = spy
         trainer.train()
         results[name] = trainer.steps[0], seen
-    (paper_step, paper_rows), (text_step, text_rows) = results["paper"], results["text only"]
+    (paper_step, paper_rows), (_, text_rows) = results["paper"], results["text only"]
     # The biased model writes <|im_end|> in most rows; without its id as a stop they run on.
     wrote = [r for r in text_rows if im_end in r]
     assert len(wrote) >= len(text_rows) // 2

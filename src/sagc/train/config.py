@@ -108,6 +108,11 @@ class TrainSection(Section):
         "Micro-batches per optimizer update. A step's P x G rollouts are split into minibatches x "
         "gradient_accumulation_steps micro-batches of which TRL runs the loss pass one at a time "
         "(per_device_train_batch_size = the largest micro-batch)."))
+    micro_batch_rows: Optional[PositiveInt] = Field(None, description=(
+        "Rows of one forward/backward pass (null: TRL's micro-batch, whatever its size). A larger "
+        "micro-batch is run as passes of this many rows, its gradients accumulated: with a G that "
+        "changes per step, TRL's micro-batch grows with G, and a cap sized for G_max would give "
+        "small-G steps smaller passes than a fixed-G cell's (sagc.train.trainer)."))
     lr_scheduler_type: OneOf(LR_SCHEDULERS) = "constant"
     max_grad_norm: Number(ge=0.0) = 1.0
     save_total_limit: PositiveInt = 2

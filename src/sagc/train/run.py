@@ -179,6 +179,7 @@ def build_trainer(cfg: TrainConfig, *, callbacks: list | None = None, step_logge
             dynamic_sampling=algo.dynamic_sampling,
             ds_max_rounds=algo.ds_max_rounds,
             stop=cfg.train.stop,
+            micro_batch_rows=cfg.train.micro_batch_rows,
         ),
         step_logger=step_logger,
         callbacks=callbacks,

@@ -16,6 +16,12 @@ What changes against TRL 1.16 (and why; see docs/library-notes.md):
   are recorded, grouped by prompt, and reported to the sizer with ``observe`` once the step's
   rollouts (all dynamic-sampling rounds) are done. ``completion_mask`` is not used: with
   ``mask_truncated_completions`` it is zero for exactly the truncated rows.
+* **Loss passes of a fixed size** (``micro_batch_rows``): TRL splits a step into a fixed
+  number of micro-batches, so their size grows with G. ``compute_loss`` runs a micro-batch
+  larger than ``micro_batch_rows`` as passes of that many rows, each weighted as its share
+  of the micro-batch's loss and back-propagated in turn (gradients reduced across ranks
+  once, on the last), so every step trains in passes of the same size whatever its G and
+  the gradient is the micro-batch's.
 * **Dynamic sampling** (DAPO): groups whose rewards are all equal are dropped and refilled
   with fresh prompts for at most ``ds_max_rounds`` extra rounds (see dynamic_sampling.py).
   If the cap is hit, the batch is completed with dropped groups (zero advantage, so no
@@ -96,6 +102,7 @@ class SAGCTrainingArguments:
     dynamic_sampling: bool = False
     ds_max_rounds: int = 3
     stop: tuple[str, ...] = ()  # stops of the rollouts: special tokens end generation, text is trimmed (rollout.py)
+    micro_batch_rows: int | None = None  # rows of one loss pass (None: TRL's micro-batch at once)
 
     def __post_init__(self) -> None:
         if (self.prompts_per_step is None) == (self.rollout_budget is None):
@@ -423,6 +430,26 @@ class SAGCGRPOTrainer(GRPOTrainer):
         parts = [(o, i) for o, i in parts if i.numel()]
         return distributed.shard_scored(merge_scored(parts, pad_token_id=pad))
 
+    # -- the loss pass ------------------------------------------------------------------
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        rows = int(inputs["completion_ids"].shape[0])
+        cap = self.sagc_args.micro_batch_rows
+        if not self.model.training or cap is None or rows <= cap:
+            return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        passes = [slice(i, min(i + cap, rows)) for i in range(0, rows, cap)]
+        weights = _pass_weights(self.loss_type, inputs, passes)
+        earlier = None
+        for k, part in enumerate(passes):
+            chunk = {key: v[part] if _per_row(v, rows) else v for key, v in inputs.items()}
+            if k == len(passes) - 1:  # the Trainer back-propagates this one (and syncs)
+                loss = super().compute_loss(model, chunk, return_outputs, num_items_in_batch) * weights[k]
+                return loss + earlier
+            with self.accelerator.no_sync(model):
+                loss = super().compute_loss(model, chunk, return_outputs, num_items_in_batch) * weights[k]
+                self.accelerator.backward(loss)
+            earlier = loss.detach() if earlier is None else earlier + loss.detach()
+
     # -- step boundary: metrics, history, logging ---------------------------------------
 
     def request_stop(self, signum: int) -> None:
@@ -515,6 +542,33 @@ class SAGCGRPOTrainer(GRPOTrainer):
         super()._load_optimizer_and_scheduler(checkpoint)
         if checkpoint is not None:
             self.load_sagc_state(read_state(checkpoint))
+
+
+#: TRL's loss types by how a micro-batch's loss is normalised: a mean over its rows, a mean
+#: over its completion tokens, or a sum over a normaliser of the whole generation batch.
+_ROW_MEAN_LOSSES = ("grpo", "sapo", "dr_grpo", "luspo")
+_TOKEN_MEAN_LOSSES = ("bnpo",)
+_GLOBAL_LOSSES = ("dapo", "cispo", "vespo")
+
+
+def _pass_weights(loss_type: str, inputs: dict, passes: list[slice]) -> list[float]:
+    """Each pass's share of its micro-batch's loss, so that the passes' losses sum to it."""
+    if loss_type in _GLOBAL_LOSSES:
+        return [1.0] * len(passes)
+    if loss_type in _ROW_MEAN_LOSSES:
+        rows = sum(p.stop - p.start for p in passes)
+        return [(p.stop - p.start) / rows for p in passes]
+    if loss_type in _TOKEN_MEAN_LOSSES:
+        mask = inputs["completion_mask"]
+        if "tool_mask" in inputs:
+            mask = mask * inputs["tool_mask"]
+        tokens = [float(mask[p].sum()) for p in passes]
+        return [t / max(sum(tokens), 1.0) for t in tokens]
+    raise ValueError(f"train.micro_batch_rows does not support loss_type {loss_type!r}")
+
+
+def _per_row(value, rows: int) -> bool:
+    return isinstance(value, torch.Tensor) and value.dim() > 0 and value.shape[0] == rows
 
 
 def _rank_seed(seed: int, rank: int) -> int:
