@@ -56,7 +56,10 @@ def test_paper_dry_run_enumerates_the_grid_with_gpus(tmp_path):
     train_jobs = [j for j in jobs if j.startswith("train:")]
     eval_jobs = [j for j in jobs if j.startswith(("evaluate_cell:", "evaluate_base:"))]
     assert len(train_jobs) == 16 and len(eval_jobs) == 18
-    for job in train_jobs + eval_jobs:
+    gpus = yaml.safe_load((REPO / "configs/paper.yaml").read_text())["launch"]["processes_per_node"]
+    for job in train_jobs:  # one node, one GPU per process
+        assert re.search(rf"resources: .*\bnodes=1\b.*\bgpu={gpus}\b", job), job
+    for job in eval_jobs:
         assert re.search(r"resources: .*\bgpu=1\b", job), job
     for model in ("qwen2.5-3b", "llama-3.2-3b"):
         assert f"results/paper/train/{model}/dapo/sagc/seed0/done.json" in out

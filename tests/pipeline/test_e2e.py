@@ -323,3 +323,47 @@ def test_a_rollout_budget_config_trains(ci_run):
     assert done["steps"] == data["train"]["steps"]
     assert [h["prompts"] * h["group_size"] for h in done["history"]] == [8] * done["steps"]
     assert [h["rollouts"] for h in done["history"]] == [8] * done["steps"]
+
+
+@pytest.mark.slow
+def test_a_two_process_cell_trains_stops_on_slurms_warning_and_resumes(ci_run):
+    """A cell of 2 processes (launch.processes_per_node: 2, gloo on this CPU) through the
+    pipeline: SIGUSR1 to every process of the run, as SLURM's --signal does to a job step,
+    stops it after a checkpoint; the rerun resumes there and finishes."""
+    import signal
+    import time
+
+    work, config = ci_run
+    data = yaml.safe_load(config.read_text())
+    data["sizings"] = ["sagc"]
+    data["launch"] = {"processes_per_node": 2}
+    data["train"].update(steps=30, save_steps=2)
+    two = work / "ci_two.yaml"
+    two.write_text(yaml.safe_dump(data))
+    cell = work / "results/ci/train/tiny-llama/grpo/sagc/seed0"
+    log = work / "results/ci/logs/train/tiny-llama/grpo/sagc/seed0.log"
+    target = "results/ci/train/tiny-llama/grpo/sagc/seed0/done.json"  # before --configfile (nargs=+)
+    cmd = [sys.executable, "-m", "snakemake", target, "--directory", str(work), "--cores", "2",
+           "--configfile", str(two)]
+    started = time.time()
+    proc = subprocess.Popen(cmd, cwd=ci_run.checkout, env=_env(ci_run.checkout), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    deadline = started + 600
+    while not [p for p in (cell / "checkpoints").glob("checkpoint-*/sagc_state.json") if p.stat().st_mtime > started]:
+        assert proc.poll() is None, proc.communicate()[0][-4000:]
+        assert time.time() < deadline
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGUSR1)
+    out, _ = proc.communicate(timeout=600)
+    assert proc.returncode != 0, "the stopped job is reported as not done (Snakemake's retries rerun it)"
+    assert not (cell / "done.json").exists()
+    text = log.read_text()
+    assert re.search(r"^launch: accelerate launch .*--num_processes 2 --num_machines 1 .*-m sagc\.train --config "
+                     r"results/ci/train/tiny-llama/grpo/sagc/seed0/cell\.json$", text, re.M), text[-3000:]
+    assert json.loads((cell / "cell.json").read_text())["launch"] == {"processes_per_node": 2}
+
+    rc, out = ci_run.snakemake(target, "--cores", "2", "--rerun-incomplete", "--configfile", str(two))
+    assert rc == 0, out[-4000:]
+    done = json.loads((cell / "done.json").read_text())
+    assert done["steps"] == 30 and done["resumed_from"] and "checkpoint-" in done["resumed_from"]
+    assert re.search(r"^trained tiny-llama/grpo/sagc/seed0: 30 steps", out, re.M)

@@ -48,7 +48,8 @@ def resolved_cells(config: dict):
     for cell in grid.cells():
         cfg = TrainConfig.from_dict(train_cell_config(config, grid, cell), check_vllm=False)
         algo = resolve_algorithm(cfg.algorithm, cfg.train.max_completion_length)
-        shapes = step_shapes(cfg.train, algo, cfg.sizing.group_sizes())
+        # one process's share of the step (the cell's launch: several GPUs)
+        shapes = step_shapes(cfg.train, algo, cfg.sizing.group_sizes(), processes=cfg.launch.processes)
         yield config, cell, cfg, algo, shapes, grpo_config_kwargs(cfg, algo, shapes)
 
 
@@ -61,9 +62,12 @@ def test_every_paper_cell_fits_its_card_and_vllm_gets_the_whole_step(card):
         est = cell_estimate(config, cell.model, algo, micro)
         assert est.fits, f"{cell.id}: {est.describe()}"
         assert est.micro_batch * est.tokens_per_row == micro * seq
-        # The TRL 1.16 colocate formula still covers the largest step: P x G_max in one pass.
-        assert vllm_max_num_seqs(kw) == cfg.train.prompts_per_step * max(cfg.sizing.group_sizes()), cell.id
-        assert kw["gradient_accumulation_steps"] * algo.minibatches * micro == shapes.max_rollouts
+        # The TRL 1.16 colocate formula still covers the largest step: each process's engine
+        # its share of P x G_max in one pass.
+        processes = cfg.launch.processes
+        assert vllm_max_num_seqs(kw) * processes == cfg.train.prompts_per_step * max(cfg.sizing.group_sizes()), \
+            cell.id
+        assert kw["gradient_accumulation_steps"] * algo.minibatches * micro * processes == shapes.max_rollouts
         n += 1
     assert n == 16
 
@@ -78,8 +82,10 @@ def test_fp32_master_weights_do_not_fit_an_80gb_card_and_the_error_says_why():
 
 def test_a_fixed_accumulation_that_would_run_out_of_memory_is_refused():
     config = paper()
-    config["train"]["gradient_accumulation_steps"] = 1  # micro-batch P x G / minibatches (up to 512)
-    with pytest.raises(ConfigError, match=r"gradient_accumulation_steps=1 does not fit.*micro-batch 512"):
+    # micro-batch: a process's share of P x G / minibatches (up to 512 / the processes)
+    config["train"]["gradient_accumulation_steps"] = 1
+    largest = 512 // config["launch"]["processes_per_node"]
+    with pytest.raises(ConfigError, match=rf"gradient_accumulation_steps=1 does not fit.*micro-batch {largest} "):
         prepare(config, "configs/paper.yaml")
 
 

@@ -50,6 +50,6 @@ def test_paper_jobs_get_an_account_and_the_right_partition(tmp_path):
         if rule == "all":
             continue
         assert "slurm_account=<YOUR_ACCOUNT>" in resources, rule
-        gpu = re.search(r"\bgpu=1\b", resources) is not None
+        gpu = re.search(r"\bgpu=[1-9]\d*\b|\bgres=gpu", resources) is not None
         partition = "<YOUR_GPU_PARTITION>" if gpu else "<YOUR_CPU_PARTITION>"
         assert f"slurm_partition={partition}" in resources, f"{rule}: {resources}"

@@ -1,6 +1,8 @@
 # Config checks, the grid and the helpers every stage uses. Logic lives in sagc.pipeline.
+import contextlib
 import json
 import os
+import signal
 import sys
 
 from sagc.aggregate.outputs import (
@@ -10,7 +12,7 @@ from sagc.aggregate.outputs import (
     table_outputs,
 )
 from sagc import warm
-from sagc.pipeline import Grid
+from sagc.pipeline import Grid, launch
 from sagc.pipeline.cells import (
     aggregate_grid,
     base_model_eval_flags,
@@ -32,6 +34,12 @@ prepare(
     ", ".join(map(str, workflow.overwrite_configfiles)) or "configs/default.yaml",
     schema_path=os.path.join(workflow.basedir, "workflow/schemas/config.schema.yaml"),
 )
+
+# SLURM's early warning (--signal=USR1@..., profiles/slurm) reaches every process of a job
+# step, this Snakemake included, which has no handler for it and would die: ignore it here
+# (jobs inherit that); the trainers install their own handler and checkpoint on it.
+with contextlib.suppress(ValueError):  # not the main thread (an API caller's)
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
 
 GRID = Grid.from_config(config)
 ROOT = GRID.root
@@ -56,6 +64,8 @@ configure_job_environment(
 # rules' `python -m sagc.warm -m MODULE` runs each job in a fork of it (sagc.warm). Cluster
 # jobs, and any job the server cannot take, run `python -m MODULE` in a fresh interpreter.
 onstart:
+    if workflow.local_exec:  # a cell on several nodes needs SLURM: refused before any job
+        launch.check_local_run(config)
     if WORLD == "tiny" and workflow.local_exec:
         warm.start(log=f"{ROOT}/logs/warm.log")
 

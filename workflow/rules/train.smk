@@ -1,11 +1,18 @@
 # Stage 2, training: one shared SAGC-enabled TRL trainer for every cell of the grid.
 
+# The cell's nodes, one task each, one GPU per process (sagc.pipeline.launch).
+TRAIN_RESOURCES = launch.rule_resources(config, res("train", mem_mb=3000, runtime=30))
+# How a cell of several processes is started, printed once (a dry run shows it too).
+for line in launch.plan_lines(config, GRID, repo=workflow.basedir, cpus_per_node=TRAIN_RESOURCES["cpus_per_task"]):
+    print(line, file=sys.stderr)
+
 
 rule train:
     """GRPO or DAPO on the world's prompts with the cell's group sizing: a fixed G, or
-    SAGC picking G before every rollout from the lengths of the previous ones. Per-step
+    SAGC picking G before every rollout from the lengths of the previous ones, in one
+    process or data-parallel over the cell's GPUs and nodes (accelerate launch). Per-step
     metrics go to the cell's own W&B run; checkpoints hold the controller state, so a
-    killed job rerun with --rerun-incomplete resumes where it stopped."""
+    killed or preempted job rerun with --rerun-incomplete resumes where it stopped."""
     input:
         base=GRID.base_model_json("{model}"),
         data=f"{ROOT}/data/train.jsonl",
@@ -16,9 +23,10 @@ rule train:
         # Canonical JSON: Snakemake reruns a cell whose params changed, and a dict's
         # key order (which follows the YAML file) must not count as a change.
         cell=lambda wc: json.dumps(train_cell_config(config, GRID, cell_of(wc)), sort_keys=True),
-    threads: train_setting(config, "torch_threads") or 1
+    # The cell's processes on one node, each with train.torch_threads threads.
+    threads: launch.threads(config)
     resources:
-        **res("train", mem_mb=3000, runtime=30),
+        **TRAIN_RESOURCES,
     log:
         f"{ROOT}/logs/train/{CELL_DIR}.log",
     benchmark:

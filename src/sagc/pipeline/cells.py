@@ -9,6 +9,7 @@ from typing import Any
 
 from sagc.controller import measurement, parse_sizing
 from sagc.pipeline.grid import Cell, Grid
+from sagc.pipeline.launch import pipeline_launch
 
 
 def base_model_path(config: dict[str, Any], grid: Grid, model: str) -> str:
@@ -70,6 +71,7 @@ def train_cell_config(config: dict[str, Any], grid: Grid, cell: Cell) -> dict[st
     train["seed"] = cell.train_seed
     if train.get("gradient_accumulation_steps") == "auto":
         train["gradient_accumulation_steps"] = resolve_accumulation(config, cell)
+    launch = pipeline_launch(config, cell.model)
     return {
         "cell": {
             "id": cell.id,
@@ -99,15 +101,18 @@ def train_cell_config(config: dict[str, Any], grid: Grid, cell: Cell) -> dict[st
             "dir": f"{out}/wandb",
         },
         "device": dict(config.get("device", {})),
+        # only with the keys the config states: one process otherwise, as before the section
+        **({"launch": launch} if launch else {}),
         "output_dir": out,
     }
 
 
 def resolve_accumulation(config: dict[str, Any], cell: Cell) -> int:
     """``train.gradient_accumulation_steps: auto``: the largest micro-batch of this cell that
-    fits the card (``sagc.pipeline.memory``)."""
+    fits the card (``sagc.pipeline.memory``), one process's share of the step when the cell
+    has several."""
     from sagc.pipeline.memory import auto_accumulation, card_gib
-    from sagc.train.config import SizingSection
+    from sagc.train.config import LaunchSection, SizingSection
     from sagc.train.presets import resolve_algorithm
 
     if card_gib(config) is None:
@@ -116,7 +121,8 @@ def resolve_accumulation(config: dict[str, Any], cell: Cell) -> int:
     algo = resolve_algorithm({"name": cell.algorithm, **config.get("algorithm_overrides", {}).get(cell.algorithm, {})},
                              train_setting(config, "max_completion_length"))
     sizes = SizingSection.from_dict(sizing_section(config, cell.sizing)).group_sizes()
-    return auto_accumulation(config, cell.model, algo, sizes)
+    processes = LaunchSection.from_dict(pipeline_launch(config, cell.model)).processes
+    return auto_accumulation(config, cell.model, algo, sizes, processes=processes)
 
 
 def eval_settings(config: dict[str, Any]) -> dict[str, Any]:

@@ -8,7 +8,9 @@ Two layers, both run when the Snakefile is parsed (so ``snakemake -n`` already f
    reported as ``<file>: config key 'train.steps': ...`` rather than jsonschema's dump;
 2. what a schema cannot express: world-specific model keys, sizing names against their
    policy's variants and each policy's hyper-parameters (``sagc.controller.registry``),
-   and every cell's trainer config (``sagc.train.config``), named by cell id.
+   the launch settings (``sagc.pipeline.launch``: strategies, DeepSpeed), and every cell's
+   trainer config (``sagc.train.config``: its step split across its processes included),
+   named by cell id.
 
 Then the schema's defaults are filled in (``fill_defaults``, what Snakemake's
 ``validate(set_default=True)`` would do, without a second validation pass).
@@ -60,6 +62,7 @@ def check_schema(config: dict[str, Any], source: str, schema: Path | str | dict 
 def check_semantics(config: dict[str, Any], source: str) -> None:
     """Checks across keys; assumes the schema passed and defaults are filled."""
     from sagc.pipeline.grid import check_name
+    from sagc.pipeline.launch import config_problems
 
     problems = []
     try:
@@ -81,6 +84,7 @@ def check_semantics(config: dict[str, Any], source: str) -> None:
                         "report seeds must be fresh")
     problems += _evaluate_problems(config)
     problems += _sizing_problems(config)
+    problems += config_problems(config)  # launch: strategies, DeepSpeed, the train rule's GPUs
     if problems:
         raise ConfigError(f"{source}: invalid config\n  " + "\n  ".join(problems))
 

@@ -35,6 +35,10 @@ The optimizer step runs after the backward pass has freed the activations; its t
 (``CompensatedAdamW`` holds about four fp32 copies of one parameter at a time: ~6 GB for
 Llama-3.2-3B's embedding) fit in their place on the paper's micro-batches.
 
+A cell of several processes (``launch``) has one per card, each with its share of the
+step: the micro-batch is that share's, and the weights, gradients and optimizer state are
+counted whole, as DDP holds them (fsdp2 and ZeRO shard them: for those an upper bound).
+
 The estimate is an upper bound for the first step's loss pass, not a measurement: check
 it on the card (``torch.cuda.max_memory_allocated``) before a long run.
 
@@ -256,28 +260,34 @@ def cell_estimate(config: dict[str, Any], model: str, algo: Any, micro_batch: in
     )
 
 
-def auto_accumulation(config: dict[str, Any], model: str, algo: Any, group_sizes: tuple[int, ...]) -> int:
+def auto_accumulation(config: dict[str, Any], model: str, algo: Any, group_sizes: tuple[int, ...],
+                      processes: int = 1) -> int:
     """The smallest ``gradient_accumulation_steps`` (largest micro-batch) whose micro-batch
-    fits the card and whose split divides every G of the cell."""
+    fits the card and whose split divides every G of the cell, across its ``processes``
+    (each GPU holds one process's micro-batch: its share of the step, split further)."""
     from types import SimpleNamespace
 
     from sagc.train.presets import step_shapes
 
     train = config["train"]
     last = None
+    first_split_error = None
     max_rollouts = train.get("rollout_budget") or train["prompts_per_step"] * max(group_sizes)
     for ga in range(1, max_rollouts + 1):
         shape_of = SimpleNamespace(gradient_accumulation_steps=ga, rollout_budget=train.get("rollout_budget"),
                                    prompts_per_step=train.get("prompts_per_step"))
         try:
-            shapes = step_shapes(shape_of, algo, group_sizes)
-        except ValueError:
+            shapes = step_shapes(shape_of, algo, group_sizes, processes=processes)
+        except ValueError as err:
+            first_split_error = first_split_error or err
             continue
         last = cell_estimate(config, model, algo, shapes.max_micro_batch)
         if last.fits:
             return ga
+    if last is None:
+        raise first_split_error  # no accumulation splits the step: the split's own message (G, counts)
     raise ValueError(
         f"train.gradient_accumulation_steps=auto: no micro-batch fits device.gpu_memory_gib="
-        f"{card_gib(config)} ({last.describe() if last else 'no split divides'}); use a larger card, "
+        f"{card_gib(config)} ({last.describe()}); use a larger card, "
         "device.master_weights=bf16_kahan, a smaller vLLM share or shorter sequences"
     )

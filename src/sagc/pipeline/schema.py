@@ -41,7 +41,16 @@ from pydantic import BaseModel, ConfigDict, Field
 from sagc.aggregate.grid import TIME_UNITS
 from sagc.aggregate.grid import Grid as AggregateDefaults
 from sagc.controller import POLICIES, sizing_pattern
-from sagc.train.config import ALGORITHMS, WANDB_MODES, DeviceSection, PositiveInt, TrainSection, WandbSection
+from sagc.train.config import (
+    ALGORITHMS,
+    STRATEGIES,
+    WANDB_MODES,
+    DeviceSection,
+    LaunchSection,
+    PositiveInt,
+    TrainSection,
+    WandbSection,
+)
 
 SCHEMA_FILE = Path("workflow/schemas/config.schema.yaml")
 HEADER = "# Generated from sagc.pipeline.schema (python -m sagc.pipeline.schema): do not edit by hand.\n"
@@ -63,6 +72,10 @@ class ModelSpec(_Block):
     hub_id: str = Field(None, description="hub world: the model id, e.g. Qwen/Qwen2.5-3B")
     revision: str = Field("main", description="hub world: a pinned revision")
     trust_remote_code: bool = False
+    strategy: Literal[STRATEGIES] = Field(None, description=(  # type: ignore[valid-type]
+        "How this model's cells share the model across their processes (launch): ddp (the default: "
+        "each process holds all of it), fsdp2 (sharded, torch FSDP2), zero2 / zero3 (DeepSpeed ZeRO, "
+        "pip install deepspeed); one accelerate config each under configs/accelerate/."))
 
 
 class SAGCBlock(_Block):
@@ -147,8 +160,22 @@ class TrainBlock(TrainSection):
 #: The train keys whose default the schema fills in (the rest stay absent: the trainer's).
 TRAIN_FILLED = ("rollout_budget", "gradient_accumulation_steps", "stop")
 #: The blocks whose filled-in defaults are a fixed list of keys (every other block: each key
-#: with a non-null default, or marked ``FILL_NULL``): all of the trainer's device keys.
-FILLED = {"train": TRAIN_FILLED, "device": tuple(DeviceSection.model_fields)}
+#: with a non-null default, or marked ``FILL_NULL``): all of the trainer's device keys, and
+#: no launch key (a cell gets a launch section only with the keys a config states, so cells
+#: trained before the section existed keep their params).
+FILLED = {"train": TRAIN_FILLED, "device": tuple(DeviceSection.model_fields), "launch": ()}
+
+
+class LaunchBlock(_Block):
+    """The trainer's ``launch`` section (``sagc.train.config.LaunchSection``) but its strategy,
+    which is per model (``models.<name>.strategy``). The train rule's SLURM resources follow
+    from it (``sagc.pipeline.launch.rule_resources``): one GPU per process."""
+
+    nodes: PositiveInt = Field(LaunchSection.default("nodes"), description=(
+        "Machines per training cell (several: under SLURM only, one task per node)."))
+    processes_per_node: PositiveInt = Field(LaunchSection.default("processes_per_node"), description=(
+        "Training processes per machine: one per GPU (device.use_cpu=false), or CPU processes over gloo. "
+        "Every step's P x G rollouts must split evenly across all processes."))
 
 
 class EvaluateBlock(_Block):
@@ -246,6 +273,9 @@ class PipelineConfig(_Block):
     aggregate: AggregateBlock = {}
     simulate: SimulateBlock = {}
     device: DeviceSection = {}
+    launch: LaunchBlock = Field({}, description=(
+        "How many processes train each cell: nodes x processes_per_node, one GPU each; started with "
+        "accelerate launch when more than one (sagc.pipeline.launch)."))
     resources: dict[str, RuleResources] = Field({}, description=(
         "Per-rule cluster resources: rule name -> {gpu, mem_mb, runtime, cpus_per_task, slurm_partition, ...}"))
 

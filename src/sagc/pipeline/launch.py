@@ -1,0 +1,343 @@
+"""How a training cell is started: one process, or ``accelerate launch`` over the GPUs of one
+node or of several (SLURM).
+
+A cell's ``launch`` section (``sagc.train.config.LaunchSection``: ``nodes`` x
+``processes_per_node``, one GPU per process, and the ``strategy``) decides
+
+- the command that trains it (``command``)::
+
+    1 process       python -m sagc.train --config CELL      (run by sagc.warm, as every job)
+    N on one node   accelerate launch --config_file configs/accelerate/<strategy>.yaml
+                      --num_processes N --num_machines 1 --main_process_port $SAGC_LAUNCH_PORT
+                      -m sagc.train --config CELL
+    M nodes         srun --nodes M --ntasks-per-node 1 ... bash -c 'accelerate launch ...
+                      --num_processes N*M --num_machines M --machine_rank $SLURM_NODEID
+                      --main_process_ip <first host of the job> ... -m sagc.train --config CELL'
+
+  The job sets the port (``job_environment``): 20000 + SLURM_JOB_ID mod 10000 under SLURM
+  (two jobs on one node differ), a free one elsewhere. On CPU (``device.use_cpu``) the same
+  command starts N processes that train over gloo (the trainer's ``use_cpu``): accelerate's
+  own ``--cpu`` flag would start a single process;
+- the train rule's cluster resources (``rule_resources``);
+- what the pipeline refuses before any job (``config_problems``).
+
+``run`` is what a train job does with the command: the 1-process one through
+``sagc.warm.run``; the others as a child process to which SIGINT, SIGTERM, SIGHUP and
+SIGUSR1 are forwarded (``run_forwarding``), its output appended to the job's log. The
+elastic agent of ``accelerate launch`` passes those signals on to the trainers and waits
+for them (``job_environment`` adds SIGUSR1 to its list and a grace of minutes): the
+trainers finish the running step, checkpoint and exit 75, and the rerun resumes. The
+agent itself then ends with status 1, which is what the job reports; Snakemake's retries
+and ``--rerun-incomplete`` do not tell the two apart.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Mapping
+
+#: The accelerate config files, one per strategy, relative to the repository.
+ACCELERATE_CONFIGS = Path("configs/accelerate")
+#: The strategies that need DeepSpeed.
+DEEPSPEED_STRATEGIES = ("zero2", "zero3")
+#: The main process's port: set by the job (``job_environment``), read by the command.
+PORT_ENV = "SAGC_LAUNCH_PORT"
+PORT_BASE, PORT_SPAN = 20000, 10000  # below Linux's ephemeral ports (32768 and up)
+#: Signals the job forwards to the launch command (SIGUSR1: SLURM's early warning).
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1)
+#: Seconds the elastic agent waits, after passing a signal on, for the trainers to finish
+#: their step and checkpoint (a paper step plus a checkpoint: minutes, not torch's 30 s);
+#: under SLURM the time limit's own kill comes first.
+SHUTDOWN_GRACE_S = 900
+TRAIN_MODULE = "sagc.train"
+#: The cell's resolved config, written into its output folder by the train job.
+CELL_FILE = "cell.json"
+
+
+# --- what a cell says ------------------------------------------------------------------------
+
+
+def cell_launch(cell: Mapping[str, Any]):
+    """The cell's ``LaunchSection`` (all defaults when it has none: one process)."""
+    from sagc.train.config import LaunchSection
+
+    return LaunchSection.from_dict(cell.get("launch"))
+
+
+def cell_uses_cpu(cell: Mapping[str, Any]) -> bool:
+    from sagc.train.config import DeviceSection
+
+    return bool((cell.get("device") or {}).get("use_cpu", DeviceSection.default("use_cpu")))
+
+
+def accelerate_config(repo: str | os.PathLike, strategy: str) -> str:
+    """The strategy's accelerate config file: relative to the working directory when the
+    repository is under it (the usual checkout), else absolute."""
+    path = Path(repo).resolve() / ACCELERATE_CONFIGS / f"{strategy}.yaml"
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+# --- the command -----------------------------------------------------------------------------
+
+
+def command(cell: Mapping[str, Any], cell_file: str, *, repo: str | os.PathLike, cpus_per_node: int = 1,
+            module: str = TRAIN_MODULE) -> str:
+    """The shell command that trains ``cell`` from ``cell_file`` (see the module docstring).
+    ``$SAGC_LAUNCH_PORT``, ``$SLURM_NODEID`` and ``$SLURM_JOB_NODELIST`` are expanded by the
+    shell that runs it (``job_environment`` provides them); ``cpus_per_node`` is what the job
+    has per node (the train rule's ``cpus_per_task``: one task per node)."""
+    launch = cell_launch(cell)
+    target = ["-m", module, "--config", cell_file]
+    if launch.processes == 1:
+        return shlex.join(["python", *target])
+    flags = ["--config_file", accelerate_config(repo, launch.strategy),
+             "--num_processes", str(launch.processes), "--num_machines", str(launch.nodes)]
+    port = f"--main_process_port ${PORT_ENV}"
+    if launch.nodes == 1:
+        return " ".join([shlex.join(["accelerate", "launch", *flags]), port, shlex.join(target)])
+    # One task per node, each an `accelerate launch` of the node's processes, its rank the
+    # node's; rank 0 listens on the job's first host. --overlap: the job's own step (which
+    # runs this command) holds the first node's CPUs and GPUs, and this step shares them.
+    node = " ".join(["exec", shlex.join(["accelerate", "launch", *flags]), "--machine_rank $SLURM_NODEID",
+                     '--main_process_ip "$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"',
+                     port, shlex.join(target)])
+    srun = ["srun", "--nodes", str(launch.nodes), "--ntasks-per-node", "1", "--cpus-per-task", str(cpus_per_node),
+            "--overlap", "--kill-on-bad-exit", "1"]
+    return shlex.join([*srun, "bash", "-c", node])
+
+
+def job_environment(cell: Mapping[str, Any], env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment the launch command runs in: ``env`` (default: this process's) with
+    the main process's port (unless already set), and for several nodes the job's node list
+    (the SLURM executor's job step drops SLURM_JOB_NODELIST). ``ValueError`` for several
+    nodes outside a SLURM allocation."""
+    env = dict(os.environ if env is None else env)
+    launch = cell_launch(cell)
+    job = env.get("SLURM_JOB_ID")
+    if launch.nodes > 1:
+        if not job:
+            raise ValueError(outside_slurm(launch.nodes))
+        if not env.get("SLURM_JOB_NODELIST"):
+            env["SLURM_JOB_NODELIST"] = _job_nodelist(job)
+    if not env.get(PORT_ENV):
+        env[PORT_ENV] = str(PORT_BASE + int(job) % PORT_SPAN if job and job.isdigit() else _free_port())
+    # accelerate launch runs torch's elastic agent: it passes these signals on to the
+    # trainers (SIGUSR1 added: SLURM's warning) and waits this long for them to finish the
+    # running step and checkpoint before it kills them (torch's default: 30 s)
+    env.setdefault("PET_SIGNALS_TO_HANDLE", "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1")
+    env.setdefault("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", str(SHUTDOWN_GRACE_S))
+    return env
+
+
+def outside_slurm(nodes: int) -> str:
+    """Why a cell on several nodes cannot run here (no SLURM allocation)."""
+    return (f"launch.nodes={nodes}: a cell on several nodes runs inside a SLURM allocation (SLURM_JOB_ID is "
+            "not set here); run the pipeline with --profile profiles/slurm (or inside salloc), or set "
+            "launch.nodes to 1 to train on this machine")
+
+
+def check_local_run(config: Mapping[str, Any], env: Mapping[str, str] | None = None) -> None:
+    """Before a local run's first job: ``ValueError`` when its cells need several nodes and
+    this machine is not inside a SLURM allocation."""
+    from sagc.train.config import LaunchSection
+
+    nodes = LaunchSection.from_dict(config.get("launch")).nodes
+    if nodes > 1 and not (os.environ if env is None else env).get("SLURM_JOB_ID"):
+        raise ValueError(outside_slurm(nodes))
+
+
+def _job_nodelist(job: str) -> str:
+    out = subprocess.run(["squeue", "--noheader", "--jobs", job, "--format", "%N"], capture_output=True,
+                         text=True, check=False)
+    nodes = out.stdout.strip()
+    if out.returncode or not nodes:
+        raise ValueError(f"cannot find the nodes of SLURM job {job} (squeue: {out.stderr.strip() or 'no output'})")
+    return nodes
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def plan_lines(config: Mapping[str, Any], grid: Any, *, repo: str | os.PathLike, cpus_per_node: int) -> list[str]:
+    """What the workflow prints when it loads (a dry run shows it): per model, how its cells
+    run and the command that trains one of them; nothing when every cell is one process."""
+    from sagc.pipeline.cells import train_cell_config
+
+    lines = []
+    for model in grid.models:
+        cell_id = next(c for c in grid.cells() if c.model == model)
+        cell = train_cell_config(config, grid, cell_id)
+        launch = cell_launch(cell)
+        if launch.processes == 1:
+            continue
+        units = "CPU processes (gloo)" if cell_uses_cpu(cell) else "GPUs"
+        where = f"{launch.nodes} nodes x {launch.processes_per_node}" if launch.nodes > 1 else f"{launch.processes}"
+        cmd = command(cell, f"{cell['output_dir']}/{CELL_FILE}", repo=repo, cpus_per_node=cpus_per_node)
+        lines.append(f"train: each {model} cell on {where} {units}, {launch.strategy}; {cell_id.id}: {cmd}")
+    return lines
+
+
+# --- the train rule's resources --------------------------------------------------------------
+
+
+def pipeline_launch(config: Mapping[str, Any], model: str) -> dict[str, Any]:
+    """The ``launch`` section of ``model``'s cells: the config's ``launch`` block (nodes,
+    processes per node) and the model's ``strategy``, only the keys the config states (the
+    trainer's defaults are the rest, so a config without them gives the cells it always did)."""
+    out = dict(config.get("launch") or {})
+    strategy = config["models"][model].get("strategy")
+    if strategy is not None:
+        out["strategy"] = strategy
+    return out
+
+
+def threads(config: Mapping[str, Any]) -> int:
+    """Cores of a train job on one node: its processes x ``train.torch_threads``."""
+    from sagc.pipeline.cells import train_setting
+    from sagc.train.config import LaunchSection
+
+    ppn = LaunchSection.from_dict(config.get("launch")).processes_per_node
+    return ppn * (train_setting(config, "torch_threads") or 1)
+
+
+def rule_resources(config: Mapping[str, Any], base: Mapping[str, Any]) -> dict[str, Any]:
+    """The train rule's resources: ``base`` (the rule's defaults under the config's
+    ``resources.train``) and what the launch section implies, so that the SLURM executor
+    asks for the cell's nodes, one task on each, and one GPU per process:
+
+    - ``nodes`` (sbatch --nodes), always: ``--gpus=N`` alone may spread over several nodes;
+    - GPUs: on one node ``gpu`` (sbatch --gpus, the job's total); on several ``gres``
+      ``gpu[:<gpu_model>]:N`` (sbatch --gres, per node). ``tasks_per_gpu: 0`` keeps the
+      executor from adding --ntasks-per-gpu (plugin 2.6.1 adds 1 by default: N tasks,
+      each with cpus_per_task CPUs); sbatch then starts one task per node;
+    - on CPU with several nodes ``tasks`` (sbatch --ntasks): the executor sets --ntasks=1
+      for a job without GPUs otherwise;
+    - ``cpus_per_task`` (one task per node: the node's CPUs), default the job's threads.
+    """
+    from sagc.train.config import DeviceSection, LaunchSection
+
+    res = dict(base)
+    launch = LaunchSection.from_dict(config.get("launch"))
+    res["nodes"] = launch.nodes
+    res.setdefault("cpus_per_task", threads(config))
+    if (config.get("device") or {}).get("use_cpu", DeviceSection.default("use_cpu")):
+        if launch.nodes > 1:
+            res["tasks"] = launch.nodes
+        return res
+    res["tasks_per_gpu"] = 0
+    if launch.nodes == 1:
+        res["gpu"] = launch.processes_per_node
+    else:
+        model = res.pop("gpu_model", None)
+        res["gres"] = ":".join(["gpu", *([model] if model else []), str(launch.processes_per_node)])
+    return res
+
+
+# --- checks before any job -------------------------------------------------------------------
+
+
+def deepspeed_installed() -> bool:
+    return importlib.util.find_spec("deepspeed") is not None
+
+
+def config_problems(config: Mapping[str, Any]) -> list[str]:
+    """What a config's launch settings ask for that no job could run, one line each naming
+    the key and what to do (``sagc.pipeline.config.check_semantics`` reports them)."""
+    from sagc.train.config import DeviceSection, LaunchSection
+
+    problems = []
+    if "gpu" in ((config.get("resources") or {}).get("train") or {}):
+        problems.append("config key 'resources.train.gpu': a training cell takes one GPU per process, so its "
+                        "GPUs follow from launch.processes_per_node (per node) and launch.nodes; set those "
+                        "instead (the train rule asks SLURM for them)")
+    processes = LaunchSection.from_dict(config.get("launch")).processes
+    device = config.get("device") or {}
+    use_cpu = device.get("use_cpu", DeviceSection.default("use_cpu"))
+    for model, spec in config["models"].items():
+        strategy = spec.get("strategy")
+        key = f"config key 'models.{model}.strategy'"
+        if strategy is None or strategy == "ddp":
+            continue
+        if processes == 1:
+            problems.append(f"{key}: {strategy} shares the model across processes, and launch gives each cell "
+                            "one; set launch.processes_per_node (or launch.nodes) above 1, or drop the key")
+        elif use_cpu:
+            problems.append(f"{key}: {strategy} shards the model over GPUs; on CPU (device.use_cpu=true) "
+                            "accelerate ignores it and runs plain data parallelism: use ddp")
+        elif strategy in DEEPSPEED_STRATEGIES:
+            if not deepspeed_installed():
+                problems.append(f"{key}: {strategy} is DeepSpeed ZeRO, and DeepSpeed is not installed in this "
+                                "environment: pip install deepspeed (where the jobs run), or choose ddp or fsdp2")
+            if device.get("master_weights") == "bf16_kahan":
+                problems.append(f"{key}: {strategy} trains with DeepSpeed's own optimizer, not the compensated "
+                                "AdamW of device.master_weights=bf16_kahan; set master_weights: fp32 (DeepSpeed "
+                                "keeps fp32 master weights itself), or choose ddp or fsdp2")
+    return problems
+
+
+# --- the job ---------------------------------------------------------------------------------
+
+
+def run(cell: Mapping[str, Any], cell_file: str, *, output: str, repo: str | os.PathLike,
+        cpus_per_node: int = 1) -> int:
+    """Train ``cell`` (already written to ``cell_file``) and return the exit status; stdout
+    and stderr appended to ``output`` (the job's log)."""
+    from sagc import warm
+
+    if cell_launch(cell).processes == 1:
+        return warm.run([TRAIN_MODULE, "--config", cell_file], output=output)
+    env = job_environment(cell)
+    cmd = command(cell, cell_file, repo=repo, cpus_per_node=cpus_per_node)
+    # this interpreter's environment first: its `accelerate`, whatever the job's PATH
+    env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
+    with open(output, "ab") as fh:
+        fh.write(f"launch: {cmd}\n({PORT_ENV}={env[PORT_ENV]})\n".encode())
+        fh.flush()
+        return run_forwarding(["bash", "-c", f"exec {cmd}"], env=env, stdout=fh, stderr=fh)
+
+
+def run_forwarding(argv: list[str], **popen: Any) -> int:
+    """Run ``argv`` and return its exit status, forwarding SIGINT, SIGTERM, SIGHUP and
+    SIGUSR1 to it (``accelerate launch`` passes them on to the trainers and waits for them,
+    ``job_environment``; ``srun`` to its tasks on every node).
+
+    The child starts with SIGUSR1 ignored (a process that handles it replaces that): SLURM
+    sends ``--signal`` to every process of the job step, and a shell or launcher between
+    this process and the trainers would otherwise die of it."""
+    previous_usr1 = signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+    try:
+        proc = subprocess.Popen(argv, **popen)
+    except BaseException:
+        signal.signal(signal.SIGUSR1, previous_usr1)
+        raise
+
+    def forward(signum, _frame):
+        try:
+            proc.send_signal(signum)
+        except ProcessLookupError:
+            pass
+
+    previous = {sig: signal.signal(sig, forward) for sig in FORWARDED}
+    previous[signal.SIGUSR1] = previous_usr1
+    try:
+        while True:  # a timed wait: the handlers run even when another thread took the signal
+            try:
+                return proc.wait(timeout=1.0)
+            except subprocess.TimeoutExpired:
+                continue
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
