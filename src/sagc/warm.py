@@ -8,8 +8,9 @@ them once (``serve``), and each job runs in a fork of it instead of a fresh inte
 
 The client hands the server the job's argv, working directory, environment and its
 stdin/stdout/stderr (as file descriptors over the Unix socket); the server forks, and the
-child applies them and runs the module as ``__main__``. The client forwards SIGINT, SIGTERM
-and SIGHUP to the child and exits with its status; a child whose client dies is terminated.
+child applies them and runs the module as ``__main__``. The client forwards SIGINT, SIGTERM,
+SIGHUP and SIGUSR1 (the trainer's "checkpoint and stop") to the child and exits with its
+status; a child whose client dies is terminated.
 Without a server (SLURM jobs, a job started by hand, ``SAGC_WARM=0``), or when the job's
 interpreter or import-time environment differ from the server's, the client runs
 ``python -m ...`` itself, in a fresh interpreter.
@@ -63,7 +64,7 @@ TINY_PRELOAD = ("sagc.train.trainer", "sagc.train.run", "sagc.train.wandb_log", 
                 "transformers.models.qwen2.modeling_qwen2", "transformers.models.llama.modeling_llama",
                 "wandb", "wandb.sdk.launch", "psutil")  # fmt: skip
 
-_FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1)
 
 #: The server's environment before its imports: what a job's is compared with. (Imports
 #: may set variables, e.g. huggingface_hub; a child gets those on top of the job's own.)
@@ -75,8 +76,8 @@ _STARTED_WITH: dict[str, str] = {}
 
 def run(argv: list[str], *, output: str | None = None) -> int:
     """``python -m argv[0] argv[1:]``, in a fork of the warm server when one takes the job,
-    else in a fresh interpreter (a child process, to which SIGINT, SIGTERM and SIGHUP are
-    forwarded); stdout and stderr appended to ``output`` when given."""
+    else in a fresh interpreter (a child process, to which SIGINT, SIGTERM, SIGHUP and SIGUSR1
+    are forwarded); stdout and stderr appended to ``output`` when given."""
     if output is None:
         code = run_warm(argv)
         return _run_fresh(argv) if code is None else code
@@ -235,7 +236,7 @@ def _reap() -> None:
 
 def _child(conn: socket.socket) -> int:
     """One job, in the fork: receive it, check it, run it as ``python -m`` would."""
-    for sig in (signal.SIGTERM, signal.SIGHUP):
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1):
         signal.signal(sig, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     conn.settimeout(None)

@@ -126,15 +126,15 @@ def test_hub_world_without_a_device_block_fails_before_any_job():
 
 
 def test_training_stops_like_the_evaluation():
-    """Every evaluation stop string that is text (not a special token) stops training too."""
+    """Every evaluation stop, text or chat end token, stops training too."""
     from sagc.evaluate.taskcfg import load_task_config
 
     config = prepare(paper(), "configs/paper.yaml")
     train_stop = set(config["train"]["stop"])
     for task in config["evaluate"]["tasks"]:
-        until = load_task_config(task)["generation_kwargs"]["until"]
-        text_stops = {s for s in until if not re.fullmatch(r"<\|[^|]+\|>", s)}
-        assert text_stops and text_stops <= train_stop, task
+        until = set(load_task_config(task)["generation_kwargs"]["until"])
+        assert any(re.fullmatch(r"<\|[^|]+\|>", s) for s in until), task  # chat end tokens are there
+        assert until <= train_stop, task
 
 
 def _shell_commands(output: str) -> list[str]:

@@ -55,6 +55,7 @@ def paper_cell(world: dict, tmp_path: Path, model: str, algorithm: str, sizing: 
     sized for CPU: CPU instead of the GPU, HF generate instead of vLLM, 1 short step."""
     config = yaml.safe_load((REPO / "configs/paper.yaml").read_text())
     config["device"].update(CARDS[card])
+    config["launch"] = {"processes_per_node": 1}  # one CPU process (the paper: one per GPU)
     config = prepare(config, "configs/paper.yaml")
     grid = Grid.from_config(config)
     cell = train_cell_config(config, grid, Cell(model, algorithm, sizing, 0))
@@ -142,7 +143,7 @@ def test_training_rollouts_end_at_a_chat_end_token_and_count_as_finished(paper_w
     results = {}
     for name, stop in (("paper", paper_stops), ("text only", [STOP])):
         cell = paper_cell(paper_world, tmp_path / name.replace(" ", "-"), "qwen2.5-3b", "grpo", "g4", "141GB",
-                          stop=stop, generation_kwargs={"sequence_bias": [[[im_end], 3.0]]})
+                          stop=stop, generation_kwargs={"sequence_bias": [[[im_end], 4.0]]})
         trainer = build_trainer(TrainConfig.from_dict(cell, check_vllm=False))
         seen = []
         generate = trainer._generate
