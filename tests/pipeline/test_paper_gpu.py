@@ -58,10 +58,12 @@ def test_every_paper_cell_fits_its_card_and_vllm_gets_the_whole_step(card):
     n = 0
     for config, cell, cfg, algo, shapes, kw in resolved_cells(paper(**CARDS[card])):
         micro = kw["per_device_train_batch_size"]
+        # The loss pass: the micro-batch, run as passes of micro_batch_rows when larger.
+        rows = min(micro, cfg.train.micro_batch_rows or micro)
         seq = cfg.train.max_prompt_length + cfg.train.max_completion_length
-        est = cell_estimate(config, cell.model, algo, micro)
+        est = cell_estimate(config, cell.model, algo, rows)
         assert est.fits, f"{cell.id}: {est.describe()}"
-        assert est.micro_batch * est.tokens_per_row == micro * seq
+        assert est.micro_batch * est.tokens_per_row == rows * seq
         # The TRL 1.16 colocate formula still covers the largest step: each process's engine
         # its share of P x G_max in one pass.
         processes = cfg.launch.processes
@@ -70,6 +72,25 @@ def test_every_paper_cell_fits_its_card_and_vllm_gets_the_whole_step(card):
         assert kw["gradient_accumulation_steps"] * algo.minibatches * micro * processes == shapes.max_rollouts
         n += 1
     assert n == 16
+
+
+@pytest.mark.parametrize("card", CARDS)
+def test_a_step_at_g_trains_in_the_same_passes_in_a_sagc_cell_as_in_the_fixed_g_cell(card):
+    """Fair wall-clock: the loss pass of a G-step holds as many rows, and a step as many
+    passes, in the SAGC cell as in the gG cell of the same model and algorithm."""
+    layouts = {}
+    for _config, cell, cfg, algo, shapes, kw in resolved_cells(paper(**CARDS[card])):
+        cap = cfg.train.micro_batch_rows
+        for g, shape in shapes.shapes.items():
+            passes = [min(cap, shape.micro_batch)] * -(-shape.micro_batch // cap) if cap else [shape.micro_batch]
+            # every micro-batch of the step, on one process
+            layouts[cell.model, cell.algorithm, cell.sizing, g] = passes * shapes.steps_per_generation
+    checked = 0
+    for (model, algo, sizing, g), passes in layouts.items():
+        if sizing == "sagc":
+            assert passes == layouts[model, algo, f"g{g}", g], (model, algo, g)
+            checked += 1
+    assert checked == 2 * 2 * 3  # models x algorithms x the controller's candidates
 
 
 def test_fp32_master_weights_do_not_fit_an_80gb_card_and_the_error_says_why():
@@ -85,7 +106,8 @@ def test_a_fixed_accumulation_that_would_run_out_of_memory_is_refused():
     # micro-batch: a process's share of P x G / minibatches (up to 512 / the processes)
     config["train"]["gradient_accumulation_steps"] = 1
     largest = 512 // config["launch"]["processes_per_node"]
-    with pytest.raises(ConfigError, match=rf"gradient_accumulation_steps=1 does not fit.*micro-batch {largest} "):
+    with pytest.raises(ConfigError, match=rf"gradient_accumulation_steps=1, train.micro_batch_rows=None do not fit"
+                                          rf".*micro-batch {largest} "):
         prepare(config, "configs/paper.yaml")
 
 
@@ -177,3 +199,22 @@ def test_every_paper_evaluation_command_line_parses_with_the_entry_point(tmp_pat
             assert model_folder(argparse.Namespace(model=None, model_json=record)) == Path("/cache/snapshots/abc")
         else:
             assert str(args.model).startswith("results/paper/train/") and str(args.model).endswith("/final")
+
+
+def test_a_step_at_g_max_that_overflows_vllms_kv_cache_is_named_before_any_job(recwarn):
+    """On the 141 GB card with a 0.3 vLLM share, each engine gets 512 / 4 = 128 rows of up to
+    1024 + 4096 tokens at G = 16. Llama-3.2-3B's KV cache (28 layers x 8 KV heads x 128 x k,v
+    x 2 bytes = 112 KiB a token) cannot hold them even before its weights are counted;
+    Qwen2.5-3B's (36 x 2 x 128 x 2 x 2 = 36 KiB) holds them with 7 GB of weights counted."""
+    from sagc.pipeline.config import KVCacheWarning
+
+    config = paper(**CARDS["141GB"])
+    share = config["device"]["vllm_gpu_memory_utilization"] * 139 * 2**30
+    rows = 32 * 16 // config["launch"]["processes_per_node"]
+    need = rows * (config["train"]["max_prompt_length"] + config["train"]["max_completion_length"])
+    assert share / (28 * 8 * 128 * 2 * 2) < need < (share - 7e9) / (36 * 2 * 128 * 2 * 2)
+    prepare(config, "configs/paper.yaml")
+    kv = [str(w.message) for w in recwarn if issubclass(w.category, KVCacheWarning)]
+    assert len(kv) == 1, kv
+    assert f"{rows} rows" in kv[0] and "llama-3.2-3b/grpo/sagc/seed0" in kv[0] and "qwen2.5-3b" not in kv[0]
+    assert "llama-3.2-3b/grpo/g8/seed0" not in kv[0]  # 64 rows fit

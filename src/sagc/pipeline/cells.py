@@ -70,7 +70,9 @@ def train_cell_config(config: dict[str, Any], grid: Grid, cell: Cell) -> dict[st
     train = {k: v for k, v in config["train"].items()}
     train["seed"] = cell.train_seed
     if train.get("gradient_accumulation_steps") == "auto":
-        train["gradient_accumulation_steps"] = resolve_accumulation(config, cell)
+        train["gradient_accumulation_steps"], rows = resolve_accumulation(config, cell)
+        if train.get("micro_batch_rows") is None:
+            train["micro_batch_rows"] = rows
     launch = pipeline_launch(config, cell.model)
     return {
         "cell": {
@@ -107,13 +109,20 @@ def train_cell_config(config: dict[str, Any], grid: Grid, cell: Cell) -> dict[st
     }
 
 
-def resolve_accumulation(config: dict[str, Any], cell: Cell) -> int:
-    """``train.gradient_accumulation_steps: auto``: the largest micro-batch of this cell that
-    fits the card (``sagc.pipeline.memory``), one process's share of the step when the cell
-    has several."""
+def resolve_accumulation(config: dict[str, Any], cell: Cell) -> tuple[int, int]:
+    """``train.gradient_accumulation_steps: auto``: ``(accumulation, rows per loss pass)``,
+    the same for every cell of a model and algorithm, so that every cell trains in passes of
+    the same size whatever its G. The pass is the largest micro-batch of a step at the
+    grid's smallest G that fits the card (``sagc.pipeline.memory``; one process's share of
+    the step when the cell has several); a step at a larger G has micro-batches that many
+    times larger, which the trainer runs as passes of that size (``train.micro_batch_rows``).
+    Sized at the cell's own largest G instead, a SAGC cell would train its G = 4 steps in
+    passes a quarter of the g4 cell's."""
+    from types import SimpleNamespace
+
     from sagc.pipeline.memory import auto_accumulation, card_gib
     from sagc.train.config import LaunchSection, SizingSection
-    from sagc.train.presets import resolve_algorithm
+    from sagc.train.presets import resolve_algorithm, step_shapes
 
     if card_gib(config) is None:
         raise ValueError("train.gradient_accumulation_steps=auto needs device.gpu_memory_gib "
@@ -121,8 +130,15 @@ def resolve_accumulation(config: dict[str, Any], cell: Cell) -> int:
     algo = resolve_algorithm({"name": cell.algorithm, **config.get("algorithm_overrides", {}).get(cell.algorithm, {})},
                              train_setting(config, "max_completion_length"))
     sizes = SizingSection.from_dict(sizing_section(config, cell.sizing)).group_sizes()
+    smallest = min(g for s in config["sizings"]
+                   for g in SizingSection.from_dict(sizing_section(config, s)).group_sizes())
     processes = LaunchSection.from_dict(pipeline_launch(config, cell.model)).processes
-    return auto_accumulation(config, cell.model, algo, sizes, processes=processes)
+    ga = auto_accumulation(config, cell.model, algo, (smallest,), processes=processes)
+    train = config["train"]
+    shape = SimpleNamespace(gradient_accumulation_steps=ga, rollout_budget=train.get("rollout_budget"),
+                            prompts_per_step=train.get("prompts_per_step"))
+    step_shapes(shape, algo, sizes, processes=processes)  # raises when the cell's G do not split the same way
+    return ga, step_shapes(shape, algo, (smallest,), processes=processes).shapes[smallest].micro_batch
 
 
 def eval_settings(config: dict[str, Any]) -> dict[str, Any]:

@@ -19,12 +19,17 @@ Then the schema's defaults are filled in (``fill_defaults``, what Snakemake's
 from __future__ import annotations
 
 import copy
+import warnings
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 SCHEMA = Path("workflow/schemas/config.schema.yaml")  # sagc.pipeline.schema.SCHEMA_FILE
+
+
+class KVCacheWarning(UserWarning):
+    """A cell whose largest step does not fit vLLM's KV cache: it runs, but rows queue."""
 
 
 class ConfigError(ValueError):
@@ -209,17 +214,27 @@ def check_cells(config: dict[str, Any], source: str) -> None:
     from sagc.pipeline.grid import Grid
     from sagc.train.config import TrainConfig
 
+    from sagc.pipeline.memory import cell_kv_shortfall
+
     grid = Grid.from_config(config)
-    problems = {}
+    problems, shortfalls = {}, {}
     for cell in grid.cells():
         try:
             cfg = TrainConfig.from_dict(train_cell_config(config, grid, cell), check_vllm=False)
             check_cell_memory(config, cfg)
         except ValueError as err:
             problems.setdefault(str(err), []).append(cell.id)
+            continue
+        # each process's engine generates its share of the largest step in one pass
+        rows = cfg.layout()[1].max_rollouts // cfg.launch.processes
+        short = cell_kv_shortfall(config, cell.model, rows)
+        if short:
+            shortfalls.setdefault(short, []).append(cell.id)
     if problems:
         lines = [f"{msg} (cells: {', '.join(ids)})" for msg, ids in problems.items()]
         raise ConfigError(f"{source}: invalid training config\n  " + "\n  ".join(lines))
+    for msg, ids in shortfalls.items():
+        warnings.warn(f"{source}: {msg} (cells: {', '.join(ids)})", KVCacheWarning, stacklevel=2)
 
 
 def check_cell_memory(config: dict[str, Any], cfg) -> None:
@@ -230,9 +245,12 @@ def check_cell_memory(config: dict[str, Any], cfg) -> None:
     if card_gib(config) is None:
         return
     algo, shapes = cfg.layout()
-    est = cell_estimate(config, cfg.cell.model, algo, shapes.max_micro_batch)
+    cap = cfg.train.micro_batch_rows  # the trainer runs a larger micro-batch as passes of this many rows
+    rows = shapes.max_micro_batch if cap is None else min(cap, shapes.max_micro_batch)
+    est = cell_estimate(config, cfg.cell.model, algo, rows)
     if not est.fits:
         raise ValueError(
-            f"train.gradient_accumulation_steps={cfg.train.gradient_accumulation_steps} does not fit "
-            f"device.gpu_memory_gib: {est.describe()}; raise it or set it to auto"
+            f"train.gradient_accumulation_steps={cfg.train.gradient_accumulation_steps}, train.micro_batch_rows="
+            f"{cap} do not fit device.gpu_memory_gib: {est.describe()}; lower micro_batch_rows, raise the "
+            "accumulation or set it to auto"
         )

@@ -222,6 +222,24 @@ def vllm_kv_capacity_tokens(arch: Architecture, vllm_fraction: float, card_gib: 
     return max(0, int(free // arch.kv_cache_bytes_per_token()))
 
 
+def kv_shortfall(arch: Architecture, *, rows: int, tokens_per_row: int, vllm_fraction: float,
+                 card_gib: float) -> str | None:
+    """Why one engine's KV cache cannot hold its share of a step at G_max (``rows`` rows of up
+    to ``tokens_per_row`` tokens), or ``None``. The expectation is the worst case a straggler
+    study must plan for: every row at the length cap. Past the cache, vLLM queues and preempts
+    rows, and the rollout time follows the step's total tokens instead of its longest row,
+    the very effect SAGC is credited with removing."""
+    capacity = vllm_kv_capacity_tokens(arch, vllm_fraction, card_gib)
+    need = rows * tokens_per_row
+    if need <= capacity:
+        return None
+    return (f"vLLM's KV cache holds at most {capacity:,} tokens ({vllm_fraction} of {card_gib} GiB less its "
+            f"bf16 weights, {arch.kv_cache_bytes_per_token() // 1024} KiB a token), {capacity // tokens_per_row} rows "
+            f"at the cap, but a step at G_max gives each engine {rows} rows of up to {tokens_per_row} tokens "
+            f"({need:,}): rows will queue and be preempted; raise device.vllm_gpu_memory_utilization, spread "
+            "the cell over more GPUs (launch.processes_per_node) or lower train.prompts_per_step")
+
+
 # -- a pipeline config's cells --------------------------------------------------------------
 
 
@@ -258,6 +276,25 @@ def cell_estimate(config: dict[str, Any], model: str, algo: Any, micro_batch: in
         gradient_checkpointing=device("gradient_checkpointing"),
         use_vllm=device("use_vllm"),
     )
+
+
+def cell_kv_shortfall(config: dict[str, Any], model: str, rows: int) -> str | None:
+    """``kv_shortfall`` for one engine of a cell of a checked pipeline config (``None`` without
+    vLLM or a card size)."""
+    from sagc.train.config import DeviceSection, TrainSection
+
+    def device(key: str) -> Any:
+        return config.get("device", {}).get(key, DeviceSection.default(key))
+
+    def train(key: str) -> Any:
+        return config["train"].get(key, TrainSection.default(key))
+
+    card = card_gib(config)
+    if card is None or not device("use_vllm"):
+        return None
+    return kv_shortfall(architecture_of(config["models"][model], model), rows=rows,
+                        tokens_per_row=train("max_prompt_length") + train("max_completion_length"),
+                        vllm_fraction=device("vllm_gpu_memory_utilization"), card_gib=card)
 
 
 def auto_accumulation(config: dict[str, Any], model: str, algo: Any, group_sizes: tuple[int, ...],

@@ -152,8 +152,10 @@ class TrainBlock(TrainSection):
     gradient_accumulation_steps: Union[PositiveInt, Literal["auto"]] = Field(
         TrainSection.default("gradient_accumulation_steps"),
         description=TrainSection.model_fields["gradient_accumulation_steps"].description + (
-            " \"auto\": the largest micro-batch that fits device.gpu_memory_gib by the estimate of "
-            "sagc.pipeline.memory, per cell. vLLM still generates the whole step at once (max_num_seqs = "
+            " \"auto\": sized for device.gpu_memory_gib by the estimate of sagc.pipeline.memory: the "
+            "largest micro-batch of a step at the grid's smallest G that fits, the same for every cell of a "
+            "model and algorithm, with train.micro_batch_rows set to it (every cell trains in passes of "
+            "that size, whatever its G). vLLM still generates the whole step at once (max_num_seqs = "
             "P x G_max whatever the split)."))
 
 
