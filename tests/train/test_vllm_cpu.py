@@ -135,3 +135,39 @@ def test_two_seeds_are_two_samples_through_vllm(vllm_model_dir, tiny_data_dir, t
     a, again, other = lengths(11, "a"), lengths(11, "again"), lengths(12, "other")
     assert a == again
     assert a != other
+
+
+def test_rollouts_end_at_a_chat_end_token_through_vllm(vllm_model_dir, tiny_data_dir, tmp_path):
+    """``<|im_end|>`` as a stop: vLLM ends the row at its id (``stop_token_ids``), the row
+    keeps the token and counts as finished; without it as a stop the row runs on."""
+    from sagc.tokenizers import load_tokenizer
+    from sagc.train.config import TrainConfig
+    from sagc.train.run import build_trainer
+
+    im_end = load_tokenizer(str(vllm_model_dir)).convert_tokens_to_ids("<|im_end|>")
+
+    def rows(stop, name):
+        cfg = _cell(vllm_model_dir, tiny_data_dir, tmp_path / name, steps=1, stop=stop,
+                    generation_kwargs={"logit_bias": {im_end: 6.0}})
+        cfg["cell"]["sizing"] = "g8"
+        cfg["sizing"] = {"name": "g8", "sagc": {"tau": 2.0}}
+        trainer = build_trainer(TrainConfig.from_dict(cfg))
+        seen = []
+        generate = trainer._generate
+
+        def spy(prompts):
+            out = generate(prompts)
+            seen.extend(out[1])
+            return out
+
+        trainer._generate = spy
+        trainer.train()
+        return seen, trainer.steps[0]
+
+    stopped, step = rows(["<|im_end|>"], "stop")
+    ran_on, _ = rows([], "no-stop")
+    assert any(im_end in r[:-1] for r in ran_on), "the bias never made a row write <|im_end|> mid-row"
+    assert all(r.index(im_end) == len(r) - 1 for r in stopped if im_end in r)
+    ended = [r[-1] == im_end for r in stopped]
+    assert sum(ended) >= 2
+    assert not any(t and e for t, e in zip(step.truncated, ended))
