@@ -184,7 +184,7 @@ def test_real_architectures_train_through_the_paper_path_with_bf16(paper_world, 
     from sagc.train.run import build_trainer
 
     cfg = TrainConfig.from_dict(paper_cell(paper_world, tmp_path, model, algorithm, sizing, card), check_vllm=False)
-    assert cfg.device.bf16 and cfg.device.gradient_checkpointing and cfg.train.stop == (STOP,)
+    assert cfg.device.bf16 and cfg.device.gradient_checkpointing and STOP in cfg.train.stop
     # A random model earns no correctness or format reward, so every advantage would be 0 and
     # nothing would move: a reward on the completion's length gives the update a direction.
     trainer = build_trainer(cfg, reward_funcs=[_text_length_reward])

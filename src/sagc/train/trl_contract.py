@@ -39,8 +39,11 @@ HOOKS: tuple[Hook, ...] = (
          "wrapped: raw completion lengths (EOS-trimmed, truncated rows at the cap), truncation and "
          "the generate calls of each round; returns (prompt_ids, completion_ids, ...)"),
     Hook("_generate_single_turn", ("prompt_ids", "images", "multimodal_fields", "num_generations", "has_tool_images"),
-         "wrapped: the vLLM weight sync is timed apart from generation; stop strings are trimmed; "
+         "wrapped: the vLLM weight sync and the stop trimming are timed apart from generation; "
          "returns (completion_ids, logprobs, ...)"),
+    Hook("compute_loss", ("model", "inputs", "return_outputs", "num_items_in_batch"),
+         "wrapped: a micro-batch larger than micro_batch_rows runs as passes of that many rows "
+         "(each weighted as its share of the loss; the earlier ones back-propagated here)"),
     Hook("_calculate_rewards", ("inputs", "prompts", "completions", "completion_ids_list"),
          "wrapped: the weighted reward of each row (reward metrics, dynamic sampling's filter)"),
     Hook("_save_checkpoint", ("model", "trial"),
@@ -59,7 +62,10 @@ ATTRIBUTES: tuple[str, ...] = (
     "eos_token_ids",
     "reward_weights",
     "use_vllm",
-    "vllm_generation",  # weight sync before a vLLM rollout
+    "vllm_generation",  # weight sync before a vLLM rollout; its generation_kwargs get stop_token_ids
+    "generation_config",  # HF generate: the EOS list gets the stops that are special tokens
+    "generation_kwargs",
+    "loss_type",  # how a loss pass is weighted (micro_batch_rows)
     "_last_loaded_step",
 )
 
