@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import time
 
 import pytest
@@ -272,3 +273,23 @@ def test_stop_strings_reach_vllm_and_the_trimmer_but_not_hf_generate(cell):
     assert generation_kwargs(gpu.train, gpu.device) == {"stop": ["\nUser:"]}  # vLLM SamplingParams
     with pytest.raises(ValueError, match="must not set stop/stop_strings: use train.stop"):
         TrainConfig.from_dict(_with(cell, "train.generation_kwargs", {"stop_strings": ["x"]}))
+
+
+@pytest.mark.parametrize("launch, device, expected", [
+    ({"strategy": "fsdp2"}, {}, "fsdp2 shares the model across processes"),
+    ({"strategy": "zero2", "processes_per_node": 2}, {}, "on CPU (device.use_cpu=true) accelerate ignores it"),
+    ({"strategy": "zero3", "processes_per_node": 2},
+     {"use_cpu": False, "bf16": True, "master_weights": "bf16_kahan"}, "set master_weights: fp32"),
+])
+def test_a_hand_written_cell_gets_the_strategy_rules_too(cell, launch, device, expected):
+    """A cell file run by hand (not only the pipeline's cells) is refused what no launch of
+    it could run."""
+    cell = copy.deepcopy(cell)
+    cell["launch"] = launch
+    cell["device"] = {**cell.get("device", {}), **device}
+    with pytest.raises(ValueError, match=re.escape(expected)):
+        TrainConfig.from_dict(cell)
+    cell["launch"] = {**launch, "strategy": "ddp"}
+    if device.get("use_cpu") is False:
+        return  # ddp on GPU: valid, nothing more to check here
+    TrainConfig.from_dict(cell)

@@ -256,35 +256,20 @@ def deepspeed_installed() -> bool:
 def config_problems(config: Mapping[str, Any]) -> list[str]:
     """What a config's launch settings ask for that no job could run, one line each naming
     the key and what to do (``sagc.pipeline.config.check_semantics`` reports them)."""
-    from sagc.train.config import DeviceSection, LaunchSection
 
     problems = []
     if "gpu" in ((config.get("resources") or {}).get("train") or {}):
         problems.append("config key 'resources.train.gpu': a training cell takes one GPU per process, so its "
                         "GPUs follow from launch.processes_per_node (per node) and launch.nodes; set those "
                         "instead (the train rule asks SLURM for them)")
-    processes = LaunchSection.from_dict(config.get("launch")).processes
-    device = config.get("device") or {}
-    use_cpu = device.get("use_cpu", DeviceSection.default("use_cpu"))
+    # What a strategy needs of the cell (processes, GPUs, the optimizer) is the cell config's
+    # rule (sagc.train.config.TrainConfig), checked for every cell; here: the environment.
     for model, spec in config["models"].items():
         strategy = spec.get("strategy")
-        key = f"config key 'models.{model}.strategy'"
-        if strategy is None or strategy == "ddp":
-            continue
-        if processes == 1:
-            problems.append(f"{key}: {strategy} shares the model across processes, and launch gives each cell "
-                            "one; set launch.processes_per_node (or launch.nodes) above 1, or drop the key")
-        elif use_cpu:
-            problems.append(f"{key}: {strategy} shards the model over GPUs; on CPU (device.use_cpu=true) "
-                            "accelerate ignores it and runs plain data parallelism: use ddp")
-        elif strategy in DEEPSPEED_STRATEGIES:
-            if not deepspeed_installed():
-                problems.append(f"{key}: {strategy} is DeepSpeed ZeRO, and DeepSpeed is not installed in this "
-                                "environment: pip install deepspeed (where the jobs run), or choose ddp or fsdp2")
-            if device.get("master_weights") == "bf16_kahan":
-                problems.append(f"{key}: {strategy} trains with DeepSpeed's own optimizer, not the compensated "
-                                "AdamW of device.master_weights=bf16_kahan; set master_weights: fp32 (DeepSpeed "
-                                "keeps fp32 master weights itself), or choose ddp or fsdp2")
+        if strategy in DEEPSPEED_STRATEGIES and not deepspeed_installed():
+            problems.append(f"config key 'models.{model}.strategy': {strategy} is DeepSpeed ZeRO, and DeepSpeed is "
+                            "not installed in this environment: pip install deepspeed (where the jobs run), or "
+                            "choose ddp or fsdp2")
     return problems
 
 

@@ -357,6 +357,7 @@ class TrainConfig(Section):
             )
         if self.cell.sizing != self.sizing.name:
             raise ValueError(f"cell.sizing ({self.cell.sizing!r}) and sizing.name ({self.sizing.name!r}) disagree")
+        self._check_strategy()
         # Deferred import: presets imports nothing heavy either.
         from sagc.train.presets import resolve_algorithm, step_shapes
 
@@ -365,6 +366,23 @@ class TrainConfig(Section):
         shapes = step_shapes(self.train, algo, self.sizing.group_sizes(), processes=self.launch.processes)
         self._layout = (algo, shapes)
         return self
+
+    def _check_strategy(self) -> None:
+        """A strategy other than ddp must have several GPU processes to act on (a hand-written
+        cell and the pipeline's cells alike)."""
+        s = self.launch.strategy
+        if s == "ddp":
+            return
+        if self.launch.processes == 1:
+            raise ValueError(f"launch.strategy={s}: {s} shares the model across processes, and launch gives each "
+                             "cell one; set launch.processes_per_node (or launch.nodes) above 1, or use ddp")
+        if self.device.use_cpu:
+            raise ValueError(f"launch.strategy={s}: {s} shards the model over GPUs; on CPU (device.use_cpu=true) "
+                             "accelerate ignores it and runs plain data parallelism: use ddp")
+        if s in ("zero2", "zero3") and self.device.master_weights == "bf16_kahan":
+            raise ValueError(f"launch.strategy={s}: {s} trains with DeepSpeed's own optimizer, not the compensated "
+                             "AdamW of device.master_weights=bf16_kahan; set master_weights: fp32 (DeepSpeed "
+                             "keeps fp32 master weights itself), or choose ddp or fsdp2")
 
     def layout(self):
         """``(AlgorithmSettings, StepShapes)``: the cell's algorithm (its preset with the
