@@ -12,7 +12,7 @@ from sagc.aggregate.outputs import (
     table_outputs,
 )
 from sagc import warm
-from sagc.pipeline import Grid, launch
+from sagc.pipeline import Grid, disk, launch
 from sagc.pipeline.cells import (
     aggregate_grid,
     base_model_eval_flags,
@@ -50,6 +50,11 @@ CELL_DIR = "{model}/{algo}/{sizing}/seed{seed}"
 
 if WORLD == "hub":
     print(evaluation_plan_line(config, GRID), file=sys.stderr)
+
+# What the training cells write (a DiskSpaceWarning when the results' filesystem lacks it)
+# and, when cluster jobs would log to W&B online, how to log offline and upload afterwards.
+print(disk.check_disk(config, GRID), file=sys.stderr)
+disk.check_wandb(config, GRID)
 
 configure_job_environment(
     workflow.basedir,

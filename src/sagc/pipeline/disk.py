@@ -1,0 +1,327 @@
+"""What a grid's training cells need on disk and, on a cluster, what W&B needs: checked
+when the workflow loads (a dry run prints it too), before any job.
+
+What a training cell writes under ``results/<name>/train/<cell>/`` (bytes; N = parameters,
+weights in the dtype the policy is loaded in, ``DeviceSection.weights_dtype``):
+
+===============  ===========================================================================
+checkpoint       ``checkpoints/checkpoint-<n>/``, TRL's full checkpoint (``save_only_model=
+                 False``): the weights (N x 4 fp32 master weights, N x 2 bf16 weights) and the
+                 optimizer state: torch's AdamW keeps two moments in the weights' dtype (fp32:
+                 N x 8); ``CompensatedAdamW`` (``master_weights: bf16_kahan``) two fp32 moments
+                 and a bf16 compensation buffer (N x 10), ``sagc.train.precision``. Left out:
+                 scheduler, RNG, tokenizer, trainer and controller state (kilobytes to
+                 megabytes)
+kept             ``train.save_total_limit`` checkpoints (TRL's rotation deletes the oldest
+                 after each save), fewer when the run saves fewer: it saves every
+                 ``train.save_steps`` steps and at its last step
+final            ``final/`` (``trainer.save_model``): the weights alone, in the weights' dtype
+===============  ===========================================================================
+
+A save writes its checkpoint before the rotation deletes the oldest one, so while it is
+written a cell holds one checkpoint more than it keeps (the *peak*). That order has a
+consequence for ``save_total_limit: 1``: transformers deletes the old checkpoint inside
+``Trainer._save_checkpoint``, and the trainer writes ``sagc_state.json`` (what marks a
+checkpoint complete, ``sagc.train.checkpoint``) only after it, so a kill in between leaves
+no checkpoint to resume; with 2 (the default) the previous one survives that moment.
+
+Parameter counts: the hub world's models from ``sagc.pipeline.memory.architecture_of``
+(the paper's from their published ``config.json``, others from the local cache); the tiny
+world's from the built base model's ``config.json`` or, before it is built, from its
+``ModelSize`` flags and the tokenizer's vocabulary bound. A model without a count is
+reported as unknown. ZeRO strategies (DeepSpeed's own checkpoint layout) are not modelled.
+
+W&B: a cluster job logging online needs network on its compute node, which many clusters
+do not give; ``wandb_advice`` says how to log offline and upload the runs afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import warnings
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from sagc.pipeline.grid import Cell, Grid
+
+#: Bytes per parameter of the weights, by the dtype the policy is loaded in.
+WEIGHT_BYTES = {"float32": 4, "bfloat16": 2}
+#: Bytes per parameter of the optimizer state, by the weights' dtype: torch's AdamW keeps two
+#: moments in the weights' dtype (fp32); CompensatedAdamW (bf16 weights) two fp32 moments and a
+#: compensation buffer in the weights' dtype.
+OPTIMIZER_BYTES = {"float32": 8, "bfloat16": 8 + 2}
+#: Where a cell's offline W&B runs lie, under its folder: the cell's ``WANDB_DIR``
+#: (``<cell>/wandb``, ``sagc.pipeline.cells``) holds wandb's own ``wandb/`` folder.
+OFFLINE_RUNS = "wandb/wandb/offline-run-*"
+#: The strategies whose checkpoints are the Trainer's own files (sharded or not, same bytes).
+MODELLED_STRATEGIES = ("ddp", "fsdp2")
+
+
+class DiskSpaceWarning(UserWarning):
+    """The results' filesystem has less free space than the training cells still write."""
+
+
+class WandbModeWarning(UserWarning):
+    """Cluster jobs are set to log to W&B online, which needs network on the compute nodes."""
+
+
+@dataclass(frozen=True)
+class CellDisk:
+    """What one training cell writes (bytes); ``checkpoint`` and ``final`` are None when the
+    model's size is unknown (``unknown`` says why)."""
+
+    model: str
+    checkpoint: int | None
+    final: int | None
+    kept: int  # checkpoints left when the run ends
+    at_once: int  # checkpoints on disk while the newest one is written
+    unknown: str | None = None
+
+    @property
+    def footprint(self) -> int | None:
+        """The finished cell: its kept checkpoints and its final model."""
+        if self.checkpoint is None or self.final is None:
+            return None
+        return self.kept * self.checkpoint + self.final
+
+    @property
+    def peak(self) -> int | None:
+        """The most the cell holds at once: during a save, or at the end."""
+        if self.footprint is None:
+            return None
+        return max(self.at_once * self.checkpoint, self.footprint)
+
+
+def cell_disk(model: str, params: int | None, *, weights_dtype: str, steps: int, save_steps: int,
+              save_total_limit: int, unknown: str | None = None) -> CellDisk:
+    """A cell's disk need from its parameter count and saving settings (pure)."""
+    saves = -(-steps // save_steps)  # every save_steps steps, and at the last step
+    kept, at_once = min(save_total_limit, saves), min(save_total_limit + 1, saves)
+    if params is None:
+        return CellDisk(model, None, None, kept, at_once, unknown or "parameter count unknown")
+    weights = params * WEIGHT_BYTES[weights_dtype]
+    return CellDisk(model, weights + params * OPTIMIZER_BYTES[weights_dtype], weights, kept, at_once)
+
+
+def human(n: float) -> str:
+    """Bytes in decimal units with three significant digits: ``37.1 GB``, ``1.38 TB``."""
+    for unit, size in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= size:
+            v = n / size
+            return f"{v:.0f} {unit}" if v >= 100 else f"{v:.1f} {unit}" if v >= 10 else f"{v:.2f} {unit}"
+    return f"{n:.0f} B"
+
+
+@dataclass(frozen=True)
+class DiskReport:
+    """The grid's disk need against the free space where its results go (all bytes).
+
+    ``cells``: (cell id, its need); ``finished``: ids of cells with ``done.json`` (written,
+    they need no more); ``written``: bytes an unfinished cell already holds under
+    ``checkpoints/`` and ``final/`` (an interrupted run's); ``free``: free bytes of
+    ``free_at``, the nearest existing folder at or above ``root``."""
+
+    root: str
+    cells: tuple[tuple[str, CellDisk], ...]
+    finished: frozenset[str] = frozenset()
+    written: Mapping[str, int] = field(default_factory=dict)
+    free: int | None = None
+    free_at: str | None = None
+
+    def _known(self, attr: str) -> int:
+        return sum(getattr(d, attr) or 0 for _, d in self.cells)
+
+    @property
+    def total(self) -> int:
+        """Every cell finished (known sizes only)."""
+        return self._known("footprint")
+
+    @property
+    def peak(self) -> int:
+        """Every cell at its peak at once (known sizes only): an upper bound."""
+        return self._known("peak")
+
+    @property
+    def remaining(self) -> int:
+        """What the unfinished cells may still add to the disk, each at its peak."""
+        return sum(max(0, d.peak - self.written.get(cid, 0)) for cid, d in self.cells
+                   if cid not in self.finished and d.peak is not None)
+
+    @property
+    def unknown(self) -> dict[str, str]:
+        """Model -> why its cells' sizes are unknown."""
+        return {d.model: d.unknown for _, d in self.cells if d.footprint is None}
+
+    @property
+    def short(self) -> bool:
+        return self.free is not None and self.remaining > self.free
+
+    def line(self) -> str:
+        """One line for the workflow's start (see the module docstring for the terms)."""
+        groups: dict[CellDisk, int] = {}
+        for _, d in self.cells:
+            groups[d] = groups.get(d, 0) + 1
+        terms = []
+        for d, n in groups.items():
+            what = f"{n} {d.model} cell{'s' if n != 1 else ''} x "
+            if d.footprint is None:
+                terms.append(what + f"unknown ({d.unknown})")
+            else:
+                terms.append(what + f"({d.kept} checkpoint{'s' if d.kept != 1 else ''} x {human(d.checkpoint)}"
+                             f" + final {human(d.final)})")
+        if groups and all(d.footprint is None for d in groups):
+            total = "unknown"
+        else:
+            total = ("at least " if self.unknown else "") + human(self.total)
+        text = f"disk: {' + '.join(terms) or 'no cells'} = {total} under {self.root}"
+        if self.peak > self.total:
+            text += f", {human(self.peak)} at peak (a save writes a checkpoint before deleting the oldest)"
+        if self.remaining != self.peak:  # cells finished or under way
+            left = sum(cid not in self.finished for cid, _ in self.cells)
+            text += f"; {left} cells unfinished, still to write {human(self.remaining)}"
+        if self.free is not None:
+            text += f" (free: {human(self.free)})"
+        return text
+
+    def warning(self) -> str | None:
+        """What to do when the free space is short of what the cells still write, or None."""
+        if not self.short:
+            return None
+        return (f"{self.root}: the unfinished training cells may still write up to {human(self.remaining)} "
+                f"(checkpoints and final models, each cell at its peak), but {self.free_at} has "
+                f"{human(self.free)} free; make room, or put {self.root} on a larger filesystem "
+                "(a symlink) before the training jobs start")
+
+
+def free_space(path: str | os.PathLike) -> int:
+    """Free bytes of the filesystem that holds ``path`` (an existing path)."""
+    return shutil.disk_usage(path).free
+
+
+def nearest_existing(path: str | os.PathLike) -> Path:
+    """``path`` or its nearest existing parent (the results folder may not exist yet)."""
+    p = Path(path).absolute()
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    return p
+
+
+def _bytes_under(folders: Iterable[Path]) -> int:
+    total = 0
+    for folder in folders:
+        for dirpath, _, files in os.walk(folder):
+            total += sum(os.lstat(os.path.join(dirpath, f)).st_size for f in files)
+    return total
+
+
+def model_params(config: dict[str, Any], grid: Grid, model: str) -> tuple[int | None, str | None]:
+    """``(parameters, None)``, or ``(None, why)`` when the count is not available."""
+    from sagc.pipeline.memory import Architecture, architecture_of
+
+    spec = config["models"][model]
+    if config["world"] != "tiny":
+        try:
+            return architecture_of(spec, model).params, None
+        except ValueError:
+            return None, f"models.{model}: {spec.get('hub_id')!r} is not in the local Hugging Face cache"
+    built = Path(grid.root) / "models" / model / "base" / "config.json"
+    if built.is_file():
+        return Architecture.from_config(json.loads(built.read_text())).params, None
+    from sagc.tiny.defaults import DEFAULT_VOCAB_SIZE
+    from sagc.tiny.models import ModelSize
+
+    # The rule's flags (tiny.model, then the model's tiny_model), the size's share of them.
+    flags = {**config.get("tiny", {}).get("model", {}), **spec.get("tiny_model", {})}
+    size = ModelSize(**{f.name: flags[f.name] for f in fields(ModelSize) if f.name in flags})
+    arch = Architecture(  # as sagc.tiny.models.build_model builds it: tied embeddings, Qwen2's qkv bias
+        hidden_size=size.hidden_size, num_layers=size.num_layers, num_heads=size.num_heads,
+        num_kv_heads=size.num_kv_heads, head_dim=size.hidden_size // size.num_heads,
+        intermediate_size=size.intermediate_size, vocab_size=DEFAULT_VOCAB_SIZE,
+        tie_word_embeddings=True, qkv_bias=spec.get("arch") == "qwen2")
+    return arch.params, None
+
+
+def plan(config: dict[str, Any], grid: Grid) -> list[tuple[Cell, CellDisk]]:
+    """Every cell's disk need, from its resolved trainer config (a checked pipeline config)."""
+    from sagc.pipeline.cells import train_cell_config
+    from sagc.train.config import TrainConfig
+
+    params = {m: model_params(config, grid, m) for m in grid.models}
+    out = []
+    for cell in grid.cells():
+        cfg = TrainConfig.from_dict(train_cell_config(config, grid, cell), check_vllm=False)
+        n, why = params[cell.model]
+        if cfg.launch.strategy not in MODELLED_STRATEGIES:
+            n, why = None, f"strategy {cfg.launch.strategy}: DeepSpeed's checkpoint layout is not modelled"
+        out.append((cell, cell_disk(cell.model, n, weights_dtype=cfg.device.weights_dtype, steps=cfg.train.steps,
+                                    save_steps=cfg.train.save_steps, save_total_limit=cfg.train.save_total_limit,
+                                    unknown=why)))
+    return out
+
+
+def report(config: dict[str, Any], grid: Grid,
+           free_bytes: Callable[[Path], int] = free_space) -> DiskReport:
+    """The grid's ``DiskReport``, with what its cells' folders hold now and the free space of
+    the nearest existing folder at or above the results (``free_bytes`` of that folder)."""
+    cells = plan(config, grid)
+    finished, written = set(), {}
+    for cell, _ in cells:
+        folder = Path(grid.train_dir(cell))
+        if (folder / "done.json").is_file():
+            finished.add(cell.id)
+        elif folder.is_dir():
+            written[cell.id] = _bytes_under([folder / "checkpoints", folder / "final"])
+    at = nearest_existing(grid.root)
+    return DiskReport(root=grid.root, cells=tuple((c.id, d) for c, d in cells), finished=frozenset(finished),
+                      written=written, free=free_bytes(at), free_at=str(at))
+
+
+def check_disk(config: dict[str, Any], grid: Grid, free_bytes: Callable[[Path], int] = free_space) -> str:
+    """The summary line to print at workflow load; a ``DiskSpaceWarning`` when short."""
+    rep = report(config, grid, free_bytes)
+    if rep.warning():
+        # attributed to this line: Python drops a warning attributed to a Snakefile's frame
+        # (its globals' __name__ is None)
+        warnings.warn(rep.warning(), DiskSpaceWarning)
+    return rep.line()
+
+
+# -- W&B on compute nodes -------------------------------------------------------------------
+
+
+def offline_runs_glob(grid: Grid) -> str:
+    """A shell glob of every offline W&B run folder of the grid's training cells."""
+    return f"{grid.train_dir(Cell('*', '*', '*', '*'))}/{OFFLINE_RUNS}"  # type: ignore[arg-type]
+
+
+def sync_command(config: dict[str, Any], grid: Grid) -> str:
+    """The command that uploads the grid's offline runs (from a machine with network)."""
+    wb = config.get("wandb", {})
+    flags = f"-p {wb['project']} " if wb.get("project") else ""
+    flags += f"-e {wb['entity']} " if wb.get("entity") else ""
+    return f"wandb sync {flags}{offline_runs_glob(grid)}"
+
+
+def wandb_advice(config: dict[str, Any], grid: Grid, env: Mapping[str, str] = os.environ) -> str | None:
+    """Why ``wandb.mode: online`` is risky on a cluster's compute nodes, and what to run
+    instead: for the hub world (the cluster path) and inside a SLURM job; None otherwise.
+    The executor is not known yet when the workflow loads, so the world stands for it."""
+    if config.get("wandb", {}).get("mode") != "online":
+        return None
+    if config["world"] != "hub" and "SLURM_JOB_ID" not in env:
+        return None
+    return ("config key 'wandb.mode' is online: a training job on a compute node without network fails "
+            "when it starts its W&B run. On such a cluster set wandb.mode: offline (and wandb.source: "
+            "offline, so the aggregation reads the run files), then upload the runs from a machine with "
+            f"network: {sync_command(config, grid)}")
+
+
+def check_wandb(config: dict[str, Any], grid: Grid, env: Mapping[str, str] = os.environ) -> None:
+    """``wandb_advice`` as a ``WandbModeWarning``, when there is advice to give."""
+    advice = wandb_advice(config, grid, env)
+    if advice:
+        warnings.warn(advice, WandbModeWarning)  # here, as in check_disk
