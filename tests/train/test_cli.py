@@ -192,3 +192,27 @@ def test_a_forced_rerun_of_a_finished_cell_trains_from_scratch(make_cell, tmp_pa
     files = run_files(cell)
     assert len(files) == 1, "the finished run's W&B file belongs to the discarded run"
     assert [r[M.STEP] for r in read_offline_history(files[0])] == [1, 2]
+
+
+def test_with_one_checkpoint_kept_a_complete_one_exists_at_every_moment(make_cell, tmp_path, monkeypatch):
+    """save_total_limit 1: the old checkpoint is deleted only after the new one is complete
+    (its sagc_state.json written), so a kill at any moment of a save leaves one to resume."""
+    from sagc.train import trainer as trainer_module
+    from sagc.train.checkpoint import latest_complete_checkpoint
+    from sagc.train.run import run_cell
+
+    out = tmp_path / "cell"
+    cfg = make_cell(out, steps=4, save_steps=1, wandb_mode="disabled")
+    cfg["train"]["save_total_limit"] = 1
+    seen = []
+    write = trainer_module.write_state
+
+    def spy(folder, state):
+        seen.append(latest_complete_checkpoint(out / "checkpoints"))  # just before the new one completes
+        return write(folder, state)
+
+    monkeypatch.setattr(trainer_module, "write_state", spy)
+    run_cell(TrainConfig.from_dict(cfg))
+    assert seen[0] is None  # the first save: nothing before it
+    assert [p.name for p in seen[1:]] == ["checkpoint-1", "checkpoint-2", "checkpoint-3"]
+    assert sorted(p.name for p in (out / "checkpoints").glob("checkpoint-*")) == ["checkpoint-4"]

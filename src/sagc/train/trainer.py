@@ -74,6 +74,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset as TorchDataset
 from transformers import TrainerCallback, set_seed
 from transformers.trainer_callback import PrinterCallback, ProgressCallback
+from transformers.trainer_utils import rotate_checkpoints
 from trl import GRPOConfig, GRPOTrainer
 
 from sagc import metrics as M
@@ -532,11 +533,20 @@ class SAGCGRPOTrainer(GRPOTrainer):
     def _save_checkpoint(self, model, trial):
         if self._current is not None:
             raise RuntimeError("checkpoint requested inside a step: save_steps must fall on step boundaries")
-        super()._save_checkpoint(model, trial)
+        # TRL's save deletes the oldest checkpoints at its end; here that waits until this
+        # one is complete, so a kill at any moment leaves a complete checkpoint (also with
+        # save_total_limit 1).
+        limit, self.args.save_total_limit = self.args.save_total_limit, None
+        try:
+            super()._save_checkpoint(model, trial)
+        finally:
+            self.args.save_total_limit = limit
         self.accelerator.wait_for_everyone()  # every rank's files first: the state marks it complete
         if self.args.should_save:
-            folder = Path(self._get_output_dir(trial=trial)) / f"checkpoint-{self.state.global_step}"
-            write_state(folder, self.sagc_state())  # written last: marks the checkpoint complete
+            run_dir = self._get_output_dir(trial=trial)
+            write_state(Path(run_dir) / f"checkpoint-{self.state.global_step}", self.sagc_state())
+            rotate_checkpoints(output_dir=run_dir, save_total_limit=limit,
+                               best_model_checkpoint=self.state.best_model_checkpoint, use_mtime=True)
 
     def _load_optimizer_and_scheduler(self, checkpoint):
         super()._load_optimizer_and_scheduler(checkpoint)

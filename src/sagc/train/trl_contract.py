@@ -47,7 +47,8 @@ HOOKS: tuple[Hook, ...] = (
     Hook("_calculate_rewards", ("inputs", "prompts", "completions", "completion_ids_list"),
          "wrapped: the weighted reward of each row (reward metrics, dynamic sampling's filter)"),
     Hook("_save_checkpoint", ("model", "trial"),
-         "extended: sagc_state.json (sizer, prompt stream, step records) written last"),
+         "extended: sagc_state.json (sizer, prompt stream, step records) written last; the old "
+         "checkpoints are rotated out only after it (transformers' rotate_checkpoints)"),
     Hook("_load_optimizer_and_scheduler", ("checkpoint",),
          "extended: sagc_state.json restored on resume"),
     Hook("_get_output_dir", ("trial",), "called: the folder of the checkpoint being saved"),
