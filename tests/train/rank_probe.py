@@ -34,7 +34,7 @@ RECORD: dict = {"rounds": [], "calls": []}
 class Probe(SAGCGRPOTrainer):
     def _draw_rows(self, n_prompts, group_size):
         rows = super()._draw_rows(n_prompts, group_size)
-        RECORD["rounds"].append({"step": self.step + 1, "G": group_size, "ids": [r["id"] for r in rows]})
+        RECORD["rounds"].append({"step": self.step + 1, "G": group_size, "ids": [r.get("id", r["prompt"]) for r in rows]})
         return rows
 
     def _generate(self, prompts):

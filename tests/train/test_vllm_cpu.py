@@ -171,3 +171,21 @@ def test_rollouts_end_at_a_chat_end_token_through_vllm(vllm_model_dir, tiny_data
     ended = [r[-1] == im_end for r in stopped]
     assert sum(ended) >= 2
     assert not any(t and e for t, e in zip(step.truncated, ended))
+
+
+def test_two_ranks_each_with_a_colocated_engine_agree_on_g(vllm_model_dir, tiny_data_dir, tmp_path):
+    """Two processes under ``accelerate launch`` (gloo), each generating its share of the
+    step with its own colocated vLLM engine: the same G on both ranks at every step, each
+    generate call the whole step's rows together, identical weights after training."""
+    from tests.train.test_distributed import done_json, launch
+
+    cell = _cell(vllm_model_dir, tiny_data_dir, tmp_path / "two", steps=3)
+    res, ranks = launch(cell, tmp_path, "two")
+    assert res.returncode == 0, res.stderr[-4000:]
+    rounds = [[(x["step"], x["G"], len(x["ids"])) for x in r["rounds"]] for r in ranks]
+    assert len(rounds) == 2 and rounds[0] == rounds[1]
+    done = done_json(cell)
+    assert [g for _, g, _ in rounds[0]] == done["group_sizes"]
+    for h in done["history"]:
+        assert [c["rows"] for c in h["calls"]] == [2 * h["group_size"]]  # both ranks' rows, one call each
+    assert ranks[0]["weights_sha256"] == ranks[1]["weights_sha256"]
