@@ -189,3 +189,23 @@ def test_two_ranks_each_with_a_colocated_engine_agree_on_g(vllm_model_dir, tiny_
     for h in done["history"]:
         assert [c["rows"] for c in h["calls"]] == [2 * h["group_size"]]  # both ranks' rows, one call each
     assert ranks[0]["weights_sha256"] == ranks[1]["weights_sha256"]
+
+
+def test_rollouts_are_cut_at_a_text_stop_string_through_vllm(vllm_model_dir, tiny_data_dir, tmp_path):
+    """A text stop ("\\n", after each line of the model's chain): vLLM ends the row at the
+    token that completes it, the trainer cuts the row before it and ends it with EOS, so
+    the row is finished and what the reward and the controller see stops there."""
+    from sagc.train.config import TrainConfig
+    from sagc.train.run import build_trainer
+
+    cfg = _cell(vllm_model_dir, tiny_data_dir, tmp_path / "text", steps=1, stop=["\n"])
+    cfg["cell"]["sizing"] = "g8"
+    cfg["sizing"] = {"name": "g8", "sagc": {"tau": 2.0}}
+    trainer = build_trainer(TrainConfig.from_dict(cfg))
+    trainer.train()
+    step = trainer.steps[0]
+    assert step.row()["trl/completions/stop_string_frac"] > 0.5  # the model writes lines
+    lengths = [n for g in step.lengths for n in g]
+    # One line of the chain ("b=1+1=2", a token a character) and EOS, where a whole chain
+    # of 2-5 such lines and its boxed answer runs to 20-40 tokens.
+    assert max(lengths) <= 12 and not any(step.truncated), lengths
