@@ -49,7 +49,7 @@ rule aggregate:
     params:
         grid=lambda wc: json.dumps(aggregate_grid(config, GRID), sort_keys=True),
     resources:
-        **res("aggregate", mem_mb=4000, runtime=30),
+        **res("aggregate", mem_mb=2000, runtime=20, cpus_per_task=1),
     log:
         f"{ROOT}/logs/aggregate.log",
     benchmark:

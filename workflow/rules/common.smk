@@ -95,8 +95,38 @@ def cell_of(wc):
 
 
 def res(rule_name, **defaults):
-    """Cluster resources of a rule: the config's `resources.<rule>` over the defaults."""
-    return {**defaults, **config.get("resources", {}).get(rule_name, {})}
+    """Cluster resources of a rule: the config's `resources.<rule>` over the rule's defaults
+    (what a job of the tiny world needs: small), on the partition that fits (`on_partition`)."""
+    return on_partition({**defaults, **config.get("resources", {}).get(rule_name, {})})
+
+
+# Partitions by need. The profile (profiles/slurm) names each partition once: its default
+# `slurm_partition` is the CPU partition, which every job gets unless it asks for GPUs, and
+# `slurm_gpu_partition` (a default resource no executor reads) the GPU one. Whether a job
+# asks for GPUs follows from the config (the train rule's from `launch` on a GPU config,
+# evaluation's from `resources.evaluate.gpu`), so the choice is made here, per job, and not in
+# the profile: a profile's `set-resources` is fixed per rule and would send the training of a
+# CPU config (the tiny world) to the GPU partition too.
+def gpu_partition():
+    """The profile's GPU partition (`slurm_gpu_partition`, as --default-resources gives it);
+    None without one (a local run, another profile)."""
+    defaults = workflow.resource_settings.default_resources
+    value = defaults.get("slurm_gpu_partition") if defaults else None
+    value = getattr(value, "raw", value)  # a parsed default resource keeps what was written
+    return None if value in (None, "") else str(value).strip("'\"")
+
+
+def wants_gpu(resources):
+    return int(resources.get("gpu") or 0) > 0 or str(resources.get("gres") or "").startswith("gpu")
+
+
+def on_partition(resources):
+    """`resources` with the GPU partition when they ask for GPUs (`gpu`, or `gres` gpu:...) and
+    set no partition of their own; every other job keeps the profile's default partition."""
+    partition = gpu_partition()
+    if partition and wants_gpu(resources) and "slurm_partition" not in resources:
+        return {**resources, "slurm_partition": partition}
+    return resources
 
 
 def world_reports():

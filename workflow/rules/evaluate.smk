@@ -14,6 +14,8 @@ if WORLD == "hub":
         params:
             out=lambda wc, output: os.path.dirname(output[0]),
             source=lambda wc: cli_flags({"source_dir": config["hub"].get("benchmark_source")}),
+        resources:
+            **res("stage_benchmarks", mem_mb=4000, runtime=60, cpus_per_task=1),
         log:
             f"{ROOT}/logs/stage_benchmarks.log",
         conda:
@@ -38,7 +40,7 @@ rule evaluate_cell:
         ),
     threads: 1
     resources:
-        **res("evaluate", mem_mb=3000, runtime=30),
+        **res("evaluate", mem_mb=3000, runtime=30, cpus_per_task=1),
     log:
         f"{ROOT}/logs/eval/{CELL_DIR}.log",
     benchmark:
@@ -64,7 +66,7 @@ rule evaluate_base:
         ),
     threads: 1
     resources:
-        **res("evaluate", mem_mb=3000, runtime=30),
+        **res("evaluate", mem_mb=3000, runtime=30, cpus_per_task=1),
     log:
         f"{ROOT}/logs/eval/{{model}}_base.log",
     benchmark:

@@ -23,7 +23,7 @@ rule simulate:
         tables=lambda wc, output: os.path.dirname(output.tables[0]),
         figures=lambda wc, output: os.path.dirname(output.sizing),
     resources:
-        **res("simulate", mem_mb=2000, runtime=30),
+        **res("simulate", mem_mb=1000, runtime=20, cpus_per_task=1),
     log:
         f"{ROOT}/logs/simulate.log",
     benchmark:

@@ -1,7 +1,9 @@
 # Stage 2, training: one shared SAGC-enabled TRL trainer for every cell of the grid.
 
-# The cell's nodes, one task each, one GPU per process (sagc.pipeline.launch).
-TRAIN_RESOURCES = launch.rule_resources(config, res("train", mem_mb=3000, runtime=30))
+# The cell's nodes, one task each, one GPU per process (sagc.pipeline.launch); a tiny-world
+# cell: its processes x train.torch_threads CPUs (1), well under 3 GB (a ci cell's peak RSS:
+# 0.6 GB) and minutes. A cell that asks for GPUs goes to the GPU partition (on_partition).
+TRAIN_RESOURCES = on_partition(launch.rule_resources(config, res("train", mem_mb=3000, runtime=30)))
 # How a cell of several processes is started, printed once (a dry run shows it too).
 for line in launch.plan_lines(config, GRID, repo=workflow.basedir, cpus_per_node=TRAIN_RESOURCES["cpus_per_task"]):
     print(line, file=sys.stderr)

@@ -13,6 +13,8 @@ if WORLD == "tiny":
         params:
             out=lambda wc, output: os.path.dirname(output.train),
             flags=cli_flags(config["tiny"]["data"]),
+        resources:
+            **res("tiny_data", mem_mb=1000, runtime=10, cpus_per_task=1),
         log:
             f"{ROOT}/logs/tiny_data.log",
         benchmark:
@@ -30,6 +32,8 @@ if WORLD == "tiny":
             directory(f"{ROOT}/data/tokenizer"),
         params:
             data=lambda wc, input: os.path.dirname(input[0]),
+        resources:
+            **res("tiny_tokenizer", mem_mb=1000, runtime=10, cpus_per_task=1),
         log:
             f"{ROOT}/logs/tiny_tokenizer.log",
         benchmark:
@@ -57,7 +61,7 @@ if WORLD == "tiny":
             flags=lambda wc: cli_flags({**config["tiny"]["model"], **config["models"][wc.model].get("tiny_model", {})}),
         threads: 1
         resources:
-            **res("tiny_base_model", mem_mb=4000, runtime=30),
+            **res("tiny_base_model", mem_mb=2000, runtime=30, cpus_per_task=1),
         log:
             f"{ROOT}/logs/tiny_base_model_{{model}}.log",
         benchmark:
@@ -85,6 +89,8 @@ if WORLD == "tiny":
             max_len=train_setting(config, "max_completion_length"),
             temperature=train_setting(config, "temperature"),
             flags=cli_flags(config["tiny"]["measure"]),
+        resources:
+            **res("tiny_stragglers", mem_mb=2000, runtime=20, cpus_per_task=1),
         log:
             f"{ROOT}/logs/tiny_stragglers_{{model}}.log",
         benchmark:
@@ -115,6 +121,9 @@ else:
                     "source": config["hub"].get("train_source"),
                 }
             ),
+        # the training set converted to JSONL (datasets): memory for the set, no GPU
+        resources:
+            **res("stage_train_data", mem_mb=4000, runtime=60, cpus_per_task=1),
         log:
             f"{ROOT}/logs/stage_train_data.log",
         conda:
@@ -130,6 +139,8 @@ else:
         params:
             hub_id=lambda wc: config["models"][wc.model]["hub_id"],
             revision=lambda wc: config["models"][wc.model].get("revision", "main"),
+        resources:
+            **res("resolve_hub_model", mem_mb=1000, runtime=10, cpus_per_task=1),
         log:
             f"{ROOT}/logs/resolve_hub_model_{{model}}.log",
         conda:
