@@ -216,3 +216,49 @@ def test_with_one_checkpoint_kept_a_complete_one_exists_at_every_moment(make_cel
     assert seen[0] is None  # the first save: nothing before it
     assert [p.name for p in seen[1:]] == ["checkpoint-1", "checkpoint-2", "checkpoint-3"]
     assert sorted(p.name for p in (out / "checkpoints").glob("checkpoint-*")) == ["checkpoint-4"]
+
+
+TERM_SCRIPT = textwrap.dedent("""
+    import os, signal, sys
+    import psutil
+    from transformers import TrainerCallback
+    from sagc.train.config import load_config
+    from sagc.train.run import PREEMPTED_EXIT, Preempted, run_cell
+
+    class SchedulerTerm(TrainerCallback):
+        # What SLURM does at scancel or preemption: SIGTERM to every process of the job,
+        # W&B's service first, then the trainer.
+        def on_step_end(self, args, state, control, **kw):
+            if state.global_step == 2:
+                for child in psutil.Process().children(recursive=True):
+                    if "wandb" in child.name():
+                        child.terminate()
+                        child.wait(10)
+                os.kill(os.getpid(), signal.SIGTERM)
+
+    os.environ.pop("WANDB_SERVICE", None)
+    try:
+        run_cell(load_config(sys.argv[1]), callbacks=[SchedulerTerm()])
+    except Preempted:
+        sys.exit(PREEMPTED_EXIT)
+""")
+
+
+def test_sigterm_that_also_killed_wandb_still_checkpoints_and_resumes(make_cell, tmp_path):
+    """A SIGTERM that took W&B's service down with it: the trainer still finishes the step,
+    checkpoints and exits 75, and the rerun resumes from that step."""
+    import yaml
+
+    from sagc.train.run import PREEMPTED_EXIT
+
+    out = tmp_path / "cell"
+    cell = make_cell(out, steps=4, save_steps=100, sizing="g4")
+    (tmp_path / "cell.yaml").write_text(yaml.safe_dump(cell))
+    (tmp_path / "term.py").write_text(TERM_SCRIPT)
+    termed = _run(["term.py", "cell.yaml"], tmp_path)
+    assert termed.returncode == PREEMPTED_EXIT, termed.stderr[-3000:]
+    assert "W&B logging stopped" in termed.stderr
+    resumed = _run(["-m", "sagc.train", "--config", "cell.yaml"], tmp_path)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    done = json.loads((out / "done.json").read_text())
+    assert done["resumed_from"].endswith(("checkpoint-2", "checkpoint-3")) and done["steps"] == 4

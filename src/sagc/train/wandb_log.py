@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import uuid
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -59,9 +60,24 @@ class StepLogger:
 
     def log(self, row: dict[str, Any], step: int) -> None:
         if self.run is not None:
-            self.run.log(row, step=int(step))
+            try:
+                self.run.log(row, step=int(step))
+            except Exception as err:  # noqa: BLE001 - W&B must not stop the training
+                self._lost(err)
 
     def finish(self, exit_code: int = 0) -> None:
         if self.run is not None:
-            self.run.finish(exit_code=exit_code)
+            try:
+                self.run.finish(exit_code=exit_code)
+            except Exception as err:  # noqa: BLE001
+                self._lost(err)
             self.run = None
+
+    def _lost(self, err: Exception) -> None:
+        """W&B's service went away (a scheduler's SIGTERM reaches every process of the job,
+        wandb-core included): stop logging instead of failing the step or the checkpoint
+        that follows. No row is lost: every checkpoint holds the step records, and the
+        resumed run logs them again (done.json holds them too)."""
+        warnings.warn(f"W&B logging stopped ({type(err).__name__}: {err}); the steps are kept in the "
+                      "checkpoints and done.json, and a resumed run logs them again", RuntimeWarning, stacklevel=3)
+        self.run = None
