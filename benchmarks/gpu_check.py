@@ -75,11 +75,12 @@ import logging
 import os
 import platform
 import resource
-import shutil
 import sys
 import time
 from pathlib import Path
 from typing import Any
+
+import outdir  # benchmarks/outdir.py: this script's folder is on sys.path
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = REPO / "results" / "gpu_check"
@@ -136,18 +137,6 @@ def wheels_commands(dest: str = "wheels/") -> list[str]:
     return [f"pip download {' '.join(pinned(n) for n in CARRY_PURE)} --no-deps -d {dest}",
             f"pip download {' '.join(pinned(n) for n in CARRY_COMPILED)} --no-deps --only-binary=:all: "
             f"--python-version {TARGET_PYTHON} --implementation cp {platforms} -d {dest}"]
-
-
-def prepare_out(out: Path) -> Path:
-    """An empty output folder for this run (see the module docstring)."""
-    if out.exists() and any(out.iterdir()):
-        if not (out / MARKER).is_file():
-            raise SystemExit(f"error: --out {out} is not empty and was not made by this check; "
-                             "pass an empty or new folder")
-        shutil.rmtree(out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / MARKER).write_text("made by benchmarks/gpu_check.py; emptied on its next run\n")
-    return out
 
 
 def _gib(n_bytes: float | None) -> float | None:
@@ -553,7 +542,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     for noisy in ("httpx", "datasets", "transformers", "accelerate"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    out = prepare_out(Path(args.out).resolve())
+    out = outdir.prepare_out(Path(args.out).resolve(), MARKER, "benchmarks/gpu_check.py")
     os.chdir(REPO)  # the pipeline's config check reads repository paths
     steps = args.steps or defaults["steps"]
     prompts = args.prompts or defaults["prompts"]

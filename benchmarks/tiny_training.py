@@ -31,24 +31,12 @@ from pathlib import Path
 
 import numpy as np
 
+import outdir  # benchmarks/outdir.py: this script's folder is on sys.path
+
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = REPO / "results" / "benchmarks" / "tiny_training"
 #: Written into the output folder: only a folder holding it is emptied on the next run.
 MARKER = ".sagc-benchmark-tiny-training"
-
-
-def prepare_out(out: Path) -> Path:
-    """An empty output folder for this run (see the module docstring)."""
-    import shutil
-
-    if out.exists() and any(out.iterdir()):
-        if not (out / MARKER).is_file():
-            raise SystemExit(f"error: --out {out} is not empty and was not made by this benchmark; "
-                             "pass an empty or new folder")
-        shutil.rmtree(out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / MARKER).write_text("made by benchmarks/tiny_training.py; emptied on its next run\n")
-    return out
 
 
 def _check_fresh(run_dir: Path, steps: int) -> None:
@@ -100,7 +88,7 @@ def main() -> None:
                     help="output folder, emptied first if this benchmark made it (default: %(default)s)")
     args = ap.parse_args()
     base = json.loads(Path(args.cell).read_text())
-    out = prepare_out(Path(args.out))
+    out = outdir.prepare_out(Path(args.out), MARKER, "benchmarks/tiny_training.py")
     env = {**os.environ, "WANDB_MODE": "offline", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
            "WANDB_X_DISABLE_STATS": "true", "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
 

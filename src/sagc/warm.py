@@ -87,8 +87,31 @@ def run(argv: list[str], *, output: str | None = None) -> int:
 
 
 def _run_fresh(argv: list[str], **streams) -> int:
-    proc = subprocess.Popen([sys.executable, "-m", *argv], **streams)
-    previous = {sig: signal.signal(sig, lambda signum, _frame: proc.send_signal(signum)) for sig in _FORWARDED}
+    return run_forwarding([sys.executable, "-m", *argv], **streams)
+
+
+def run_forwarding(argv: list[str], **popen) -> int:
+    """Run ``argv`` as a child process (``popen``: ``subprocess.Popen``'s keywords) with
+    SIGINT, SIGTERM, SIGHUP and SIGUSR1 forwarded to it; its exit status.
+
+    The child starts with SIGUSR1 ignored (a process that handles it, the trainer, replaces
+    that): SLURM sends ``--signal`` to every process of the job step, and a shell or launcher
+    between this process and the trainers would otherwise die of it."""
+    previous_usr1 = signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+    try:
+        proc = subprocess.Popen(argv, **popen)
+    except BaseException:
+        signal.signal(signal.SIGUSR1, previous_usr1)
+        raise
+
+    def forward(signum, _frame):
+        try:
+            proc.send_signal(signum)
+        except ProcessLookupError:
+            pass
+
+    previous = {sig: signal.signal(sig, forward) for sig in _FORWARDED}
+    previous[signal.SIGUSR1] = previous_usr1
     try:
         while True:  # a timed wait: the handlers run even when another thread took the signal
             try:

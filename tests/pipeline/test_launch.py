@@ -184,12 +184,13 @@ PROBE = textwrap.dedent("""
 
 DRIVER = textwrap.dedent("""
     import json, sys
+    from sagc import warm
     from sagc.pipeline import launch
     cell = json.loads(sys.argv[1])
     env = launch.job_environment(cell)
     cmd = launch.command(cell, "cell.json", repo=sys.argv[2], module="probe")
     print(cmd, flush=True)
-    sys.exit(launch.run_forwarding(["bash", "-c", "exec " + cmd], env=env))
+    sys.exit(warm.run_forwarding(["bash", "-c", "exec " + cmd], env=env))
 """)
 
 
@@ -241,7 +242,7 @@ CHILD = textwrap.dedent("""
 
 def _job(tmp_path, shell: str):
     (tmp_path / "child.py").write_text(CHILD)
-    code = f"from sagc.pipeline import launch; import sys; sys.exit(launch.run_forwarding(['bash', '-c', {shell!r}]))"
+    code = f"from sagc import warm; import sys; sys.exit(warm.run_forwarding(['bash', '-c', {shell!r}]))"
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=tmp_path)
     wait_for([tmp_path / "ready"], proc, timeout=60)
     return proc

@@ -48,7 +48,7 @@ def test_a_folder_it_did_not_make_is_refused(make_cell, tmp_path):
     (out / "notes.txt").write_text("keep me")
     proc = _bench(cell, out)
     assert proc.returncode != 0
-    assert f"--out {out} is not empty and was not made by this benchmark" in proc.stderr
+    assert f"--out {out} is not empty and was not made by benchmarks/tiny_training.py" in proc.stderr
     assert (out / "notes.txt").read_text() == "keep me"
 
 

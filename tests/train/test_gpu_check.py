@@ -138,5 +138,5 @@ def test_a_folder_it_did_not_make_is_refused(tmp_path):
     (out / "notes.txt").write_text("keep me")
     proc = _check(out)
     assert proc.returncode != 0
-    assert f"--out {out} is not empty and was not made by this check" in proc.stderr
+    assert f"--out {out} is not empty and was not made by benchmarks/gpu_check.py" in proc.stderr
     assert (out / "notes.txt").read_text() == "keep me"

@@ -23,7 +23,7 @@ A cell's ``launch`` section (``sagc.train.config.LaunchSection``: ``nodes`` x
 
 ``run`` is what a train job does with the command: the 1-process one through
 ``sagc.warm.run``; the others as a child process to which SIGINT, SIGTERM, SIGHUP and
-SIGUSR1 are forwarded (``run_forwarding``), its output appended to the job's log. The
+SIGUSR1 are forwarded (``sagc.warm.run_forwarding``), its output appended to the job's log. The
 elastic agent of ``accelerate launch`` passes those signals on to the trainers and waits
 for them (``job_environment`` adds SIGUSR1 to its list and a grace of minutes): the
 trainers finish the running step, checkpoint and exit 75, and the rerun resumes. The
@@ -36,7 +36,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import shlex
-import signal
 import socket
 import subprocess
 import sys
@@ -50,8 +49,6 @@ DEEPSPEED_STRATEGIES = ("zero2", "zero3")
 #: The main process's port: set by the job (``job_environment``), read by the command.
 PORT_ENV = "SAGC_LAUNCH_PORT"
 PORT_BASE, PORT_SPAN = 20000, 10000  # below Linux's ephemeral ports (32768 and up)
-#: Signals the job forwards to the launch command (SIGUSR1: SLURM's early warning).
-FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1)
 #: Seconds the elastic agent waits, after passing a signal on, for the trainers to finish
 #: their step and checkpoint (a paper step plus a checkpoint: minutes, not torch's 30 s);
 #: under SLURM the time limit's own kill comes first.
@@ -291,38 +288,6 @@ def run(cell: Mapping[str, Any], cell_file: str, *, output: str, repo: str | os.
     with open(output, "ab") as fh:
         fh.write(f"launch: {cmd}\n({PORT_ENV}={env[PORT_ENV]})\n".encode())
         fh.flush()
-        return run_forwarding(["bash", "-c", f"exec {cmd}"], env=env, stdout=fh, stderr=fh)
+        return warm.run_forwarding(["bash", "-c", f"exec {cmd}"], env=env, stdout=fh, stderr=fh)
 
 
-def run_forwarding(argv: list[str], **popen: Any) -> int:
-    """Run ``argv`` and return its exit status, forwarding SIGINT, SIGTERM, SIGHUP and
-    SIGUSR1 to it (``accelerate launch`` passes them on to the trainers and waits for them,
-    ``job_environment``; ``srun`` to its tasks on every node).
-
-    The child starts with SIGUSR1 ignored (a process that handles it replaces that): SLURM
-    sends ``--signal`` to every process of the job step, and a shell or launcher between
-    this process and the trainers would otherwise die of it."""
-    previous_usr1 = signal.signal(signal.SIGUSR1, signal.SIG_IGN)
-    try:
-        proc = subprocess.Popen(argv, **popen)
-    except BaseException:
-        signal.signal(signal.SIGUSR1, previous_usr1)
-        raise
-
-    def forward(signum, _frame):
-        try:
-            proc.send_signal(signum)
-        except ProcessLookupError:
-            pass
-
-    previous = {sig: signal.signal(sig, forward) for sig in FORWARDED}
-    previous[signal.SIGUSR1] = previous_usr1
-    try:
-        while True:  # a timed wait: the handlers run even when another thread took the signal
-            try:
-                return proc.wait(timeout=1.0)
-            except subprocess.TimeoutExpired:
-                continue
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)

@@ -254,14 +254,7 @@ def card_gib(config: dict[str, Any]) -> float | None:
 def cell_estimate(config: dict[str, Any], model: str, algo: Any, micro_batch: int) -> MemoryEstimate:
     """The estimate of one cell of a checked pipeline config with a given micro-batch;
     ``algo`` is the cell's ``sagc.train.presets.AlgorithmSettings``."""
-    from sagc.train.config import DeviceSection, TrainSection
-
-    def device(key: str) -> Any:
-        return config.get("device", {}).get(key, DeviceSection.default(key))
-
-    def train(key: str) -> Any:
-        return config["train"].get(key, TrainSection.default(key))
-
+    device, train = _settings(config)
     card = card_gib(config)
     if card is None:
         raise ValueError("device.gpu_memory_gib is needed for a memory estimate (and device.use_cpu=false)")
@@ -278,9 +271,9 @@ def cell_estimate(config: dict[str, Any], model: str, algo: Any, micro_batch: in
     )
 
 
-def cell_kv_shortfall(config: dict[str, Any], model: str, rows: int) -> str | None:
-    """``kv_shortfall`` for one engine of a cell of a checked pipeline config (``None`` without
-    vLLM or a card size)."""
+def _settings(config: dict[str, Any]):
+    """``(device(key), train(key))``: a checked config's device and train values, the
+    trainer's defaults where the config states none."""
     from sagc.train.config import DeviceSection, TrainSection
 
     def device(key: str) -> Any:
@@ -289,6 +282,13 @@ def cell_kv_shortfall(config: dict[str, Any], model: str, rows: int) -> str | No
     def train(key: str) -> Any:
         return config["train"].get(key, TrainSection.default(key))
 
+    return device, train
+
+
+def cell_kv_shortfall(config: dict[str, Any], model: str, rows: int) -> str | None:
+    """``kv_shortfall`` for one engine of a cell of a checked pipeline config (``None`` without
+    vLLM or a card size)."""
+    device, train = _settings(config)
     card = card_gib(config)
     if card is None or not device("use_vllm"):
         return None

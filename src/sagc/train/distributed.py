@@ -77,22 +77,22 @@ def agree(value: Any, what: str) -> Any:
     return value
 
 
-def _reduce(values: list[float], op) -> list[float]:
+def _reduce(values: tuple[float, ...], op: str) -> list[float]:
     if world()[1] == 1:
         return list(values)
     t = torch.tensor(values, dtype=torch.float64, device=_device())
-    torch.distributed.all_reduce(t, op=op)
+    torch.distributed.all_reduce(t, op=getattr(torch.distributed.ReduceOp, op))
     return t.tolist()
 
 
 def slowest(*values: float) -> list[float]:
     """Each value's maximum over the ranks (a synchronous step waits for the slowest)."""
-    return _reduce(list(values), torch.distributed.ReduceOp.MAX if world()[1] > 1 else None)
+    return _reduce(values, "MAX")
 
 
 def total(*values: float) -> list[float]:
     """Each value's sum over the ranks."""
-    return _reduce(list(values), torch.distributed.ReduceOp.SUM if world()[1] > 1 else None)
+    return _reduce(values, "SUM")
 
 
 def any_rank(flag: bool) -> bool:
