@@ -1,6 +1,8 @@
 """The sizing registry: one parser for sizing names, and a new policy is one registry line."""
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -139,6 +141,19 @@ def test_a_new_policy_block_is_checked_by_the_pipeline(new_policy):
     problems = _sizing_problems(config)
     assert any(p.startswith("config key 'sagc_half': SAGCConfig.eta") for p in problems), problems
     assert any(p.startswith("config key 'sagc_half_variants.v': SAGCConfig.selection") for p in problems), problems
+
+
+def test_a_policy_named_by_strings_is_imported_on_first_use():
+    """The controller imports nothing above it: sagc-prompt's classes are named, and
+    imported when the registry first needs them."""
+    code = ("import sys; from sagc.controller import POLICIES, parse_sizing; "
+            "assert not [m for m in sys.modules if m.startswith('sagc.prompt_aware')]; "
+            "p = POLICIES['sagc-prompt']; "
+            "print(p.config.__module__, p.config.__name__, p.build.__module__, p.build.__name__, "
+            "type(parse_sizing('sagc-prompt').build({})).__name__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["sagc.prompt_aware.config", "PromptSAGCConfig", "sagc.prompt_aware.policy",
+                           "build_prompt_sagc", "PromptAwareSAGC"]
 
 
 def test_registering_a_clash_is_refused():

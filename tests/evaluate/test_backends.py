@@ -48,8 +48,8 @@ def test_vllm_model_args_rejects_bad_values(tmp_path, kwargs, key):
 
 @pytest.mark.skipif(vllm_available(), reason="checks the message shown when vllm is absent")
 def test_vllm_backend_fails_fast_without_vllm(tmp_path, eval_model_dir, eval_data_dir):
-    cfg = EvalConfig(model_dir=eval_model_dir, tasks=["tiny_arith"], data_dir=eval_data_dir,
-                     out_dir=tmp_path / "out", backend="vllm")
+    cfg = EvalConfig(model=eval_model_dir, tasks=["tiny_arith"], data_dir=eval_data_dir,
+                     out=tmp_path / "out", backend="vllm")
     with pytest.raises(RuntimeError, match=r"pip install -e '\.\[gpu\]'"):
         run_evaluation(cfg)
     assert not (tmp_path / "out").exists()  # failed before writing or loading anything

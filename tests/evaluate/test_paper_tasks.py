@@ -8,12 +8,10 @@ import pytest
 
 from sagc.evaluate.cli import main
 from sagc.evaluate.stage import StageError, stage
-from sagc.evaluate.taskcfg import (
-    PAPER_TASKS,
-    GenerationOverrides,
-    MissingDataError,
-    write_run_tasks,
-)
+from sagc.evaluate.config import GenerationOverrides
+from sagc.evaluate.taskcfg import MissingDataError, write_run_tasks
+
+PAPER_TASKS = ("aime24_boxed", "amc23_boxed", "gpqa_diamond_boxed")
 
 
 def _write_jsonl(path, rows):

@@ -12,7 +12,6 @@ from lm_eval.api.model import LM
 from sagc.evaluate.cli import main
 from sagc.evaluate.runner import EvalConfig, run_evaluation
 from sagc.evaluate.summary import SUMMARY_FIELDS
-from sagc.evaluate.taskcfg import GenerationOverrides
 from sagc.tiny.task import load_split
 from sagc.tiny.tokenizer import load_tokenizer
 
@@ -125,8 +124,8 @@ def test_scripted_answers_score_as_expected(tmp_path, eval_model_dir, eval_data_
     for row in held_rows:
         script[row["prompt"]] = [row["solution"], _wrong(row), "no answer"]
     lm = ScriptedLM(script)
-    cfg = EvalConfig(model_dir=eval_model_dir, tasks=["tiny_arith"], data_dir=eval_data_dir,
-                     out_dir=tmp_path / "a", limit=12, cell="scripted")
+    cfg = EvalConfig(model=eval_model_dir, tasks=["tiny_arith"], data_dir=eval_data_dir,
+                     out=tmp_path / "a", limit=12, cell="scripted")
     summary = run_evaluation(cfg, lm=lm, tokenizer=tok)["tasks"]["tiny_arith"]
     p, n = 7 / 12, 12
     assert summary["accuracy"] == pytest.approx(p)
@@ -136,9 +135,8 @@ def test_scripted_answers_score_as_expected(tmp_path, eval_model_dir, eval_data_
     assert summary["mean_output_tokens"] == pytest.approx(expected)
     assert lm.calls[0]["max_gen_toks"] == 256 and lm.calls[0]["do_sample"] is False
 
-    cfg = EvalConfig(model_dir=eval_model_dir, tasks=["tiny_arith_heldout"], data_dir=eval_data_dir,
-                     out_dir=tmp_path / "b", limit=5,
-                     generation=GenerationOverrides(repeats=3, temperature=0.7, max_gen_toks=40))
+    cfg = EvalConfig(model=eval_model_dir, tasks=["tiny_arith_heldout"], data_dir=eval_data_dir,
+                     out=tmp_path / "b", limit=5, repeats=3, temperature=0.7, max_gen_toks=40)
     summary = run_evaluation(cfg, lm=ScriptedLM(script), tokenizer=tok)["tasks"]["tiny_arith_heldout"]
     assert summary["accuracy"] == pytest.approx(1 / 3)
     assert summary["n_samples"] == 5

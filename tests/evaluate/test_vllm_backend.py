@@ -7,7 +7,6 @@ import json
 import pytest
 
 from sagc.evaluate.runner import EvalConfig, run_evaluation
-from sagc.evaluate.taskcfg import GenerationOverrides
 
 pytest.importorskip("vllm")
 pytestmark = [pytest.mark.slow, pytest.mark.vllm]
@@ -18,10 +17,9 @@ MAX_GEN = 20
 
 
 def _evaluate(backend, model_dir, data_dir, out, temperature=0.0, seed=0):
-    cfg = EvalConfig(model_dir=model_dir, tasks=["tiny_arith"], data_dir=data_dir, out_dir=out,
+    cfg = EvalConfig(model=model_dir, tasks=["tiny_arith"], data_dir=data_dir, out=out,
                      backend=backend, limit=16, batch_size=16, seed=seed, dtype="float32",
-                     max_model_len=512,
-                     generation=GenerationOverrides(max_gen_toks=MAX_GEN, temperature=temperature))
+                     max_model_len=512, max_gen_toks=MAX_GEN, temperature=temperature)
     summary = run_evaluation(cfg)["tasks"]["tiny_arith"]
     rows = [json.loads(line) for line in open(out / "output_lengths.jsonl", encoding="utf-8")]
     return summary, sorted(rows, key=lambda r: r["doc_id"])

@@ -14,8 +14,8 @@ import pytest
 
 from sagc.evaluate.stage import StageError, stage_benchmark
 from sagc.evaluate.taskcfg import load_task_config
+from sagc.hub_switches import HUB_OFFLINE_FLAGS
 from sagc.pipeline.hub import (
-    HUB_OFFLINE_FLAGS,
     NotStagedError,
     offline_switches,
     render_prompt,

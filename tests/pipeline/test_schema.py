@@ -1,12 +1,21 @@
 """The pipeline's JSON schema is generated from the typed model, and agrees with the code."""
 
+import dataclasses
+import types
+import typing
 from dataclasses import fields
 from pathlib import Path
+from typing import Annotated, Union
 
+import annotated_types as at
+import pytest
 import yaml
+from pydantic import ValidationError
+from pydantic.fields import FieldInfo
 
 from sagc.controller import POLICIES, SAGCConfig, sizing_pattern
-from sagc.pipeline.schema import SCHEMA_FILE, TRAIN_FILLED, config_schema, main, schema_text
+from sagc.pipeline.schema import BLOCK_MODELS, SCHEMA_FILE, TRAIN_FILLED, config_schema, main, schema_text
+from sagc.settings import declared, is_settings
 from sagc.train.config import DeviceSection, TrainSection
 from tests.shipped_configs import SHIPPED, layers_id, raw_config
 
@@ -127,3 +136,121 @@ def test_defaults_are_filled_as_snakemake_fills_them():
         validate(theirs, str(REPO / SCHEMA_FILE), set_default=True)
         assert ours == theirs, layers_id(layers)
         assert ours != raw, layers_id(layers)  # something was filled in
+
+
+# -- the policy blocks enforce the ranges their config classes declare ---------------------------
+
+#: JSON Schema's keyword for each kind of declared bound.
+_KEYWORDS = {at.Gt: "exclusiveMinimum", at.Ge: "minimum", at.Lt: "exclusiveMaximum", at.Le: "maximum",
+             at.MinLen: "minItems", at.MaxLen: "maxItems"}
+
+
+def _limit(bound):
+    """The number a bound states (``Gt(1)`` -> 1, ``MinLen(2)`` -> 2)."""
+    return getattr(bound, dataclasses.fields(bound)[0].name)
+
+
+def _scalar(hint):
+    """The plain type under ``Annotated`` and ``Optional`` (``float``, ``int``, ``tuple``...)."""
+    while typing.get_origin(hint) is Annotated:
+        hint = typing.get_args(hint)[0]
+    if typing.get_origin(hint) in (Union, types.UnionType):
+        return _scalar(next(a for a in typing.get_args(hint) if a is not type(None)))
+    return typing.get_origin(hint) or hint
+
+
+def _declared_bounds(hint, where="value"):
+    """``(where, bound, scalar type)`` for each bound of a declared type, read from its
+    ``Annotated`` metadata; ``where`` is "item" for a bound on a tuple's items."""
+    inner, metadata = (typing.get_args(hint)[0], hint.__metadata__) if typing.get_origin(hint) is Annotated else (hint, ())
+    out = [(where, b, _scalar(inner)) for m in metadata for b in (m.metadata if isinstance(m, FieldInfo) else [m])
+           if type(b) in _KEYWORDS]
+    args = [a for a in typing.get_args(inner) if a is not type(None) and a is not Ellipsis]
+    if typing.get_origin(inner) is tuple:
+        return out + _declared_bounds(args[0], "item")
+    if typing.get_origin(inner) in (Union, types.UnionType):
+        return out + [b for a in args for b in _declared_bounds(a, where)]
+    return out
+
+
+def _probes(bound, scalar):
+    """(just outside, just inside) the bound: a number, or a list length for MinLen / MaxLen."""
+    b = _limit(bound)
+    step = 1 if scalar is not float else 1e-6
+    return {at.Gt: (b, b + step), at.Ge: (b - step, b), at.Lt: (b, b - step), at.Le: (b + step, b),
+            at.MinLen: (b - step, b), at.MaxLen: (b + step, b)}[type(bound)]
+
+
+def _block_declarations(cls):
+    """The flat block's keys with their declared types and defaults (nested classes in place)."""
+    out = {}
+    for key, hint in declared(cls).items():
+        if is_settings(hint):
+            out.update(_block_declarations(hint))
+        else:
+            out[key] = (hint, cls.__dataclass_fields__[key].default)
+    return out
+
+
+def _range_cases():
+    for policy in POLICIES.values():
+        if policy.block not in BLOCK_MODELS:
+            continue
+        for key, (hint, default) in _block_declarations(policy.config).items():
+            for where, bound, scalar in _declared_bounds(hint):
+                for verdict, probe in zip((False, True), _probes(bound, scalar)):
+                    if isinstance(bound, (at.MinLen, at.MaxLen)):
+                        value = (list(default) * (probe + 1))[:probe]
+                    elif where == "item":
+                        value = [probe, *list(default)[1:]]
+                    else:
+                        value = probe
+                    yield pytest.param(policy, key, value, verdict, id=f"{policy.block}.{key}={value!r}")
+
+
+@pytest.mark.parametrize("policy, key, value, accepted", list(_range_cases()))
+def test_declared_ranges_are_what_the_schema_blocks_enforce(policy, key, value, accepted):
+    """For every bound a config class declares: a value just outside it is refused, one just
+    inside accepted, by the config class, by its generated block model and by the checked-in
+    JSON schema alike (probes derived from the declarations, not a copy of the numbers)."""
+    import jsonschema
+
+    def by_config():
+        try:
+            policy.config.from_dict({key: value})
+            return True
+        except ValueError as e:
+            assert key in str(e), e  # the message names the key
+            return False
+
+    def by_model():
+        try:
+            BLOCK_MODELS[policy.block].model_validate({key: value})
+            return True
+        except ValidationError:
+            return False
+
+    schema = yaml.safe_load((REPO / SCHEMA_FILE).read_text())["properties"][policy.block]
+    by_schema = jsonschema.Draft202012Validator(schema).is_valid({key: value})
+    assert (by_config(), by_model(), by_schema) == (accepted,) * 3
+
+
+def test_the_schema_blocks_state_exactly_the_declared_ranges():
+    """The reverse direction: every range keyword of a policy block (on a key or on its
+    items) is one its config class declares, and every declared one is there."""
+    props = config_schema()["properties"]
+    checked = set()
+    for policy in POLICIES.values():
+        if policy.block not in BLOCK_MODELS:
+            continue
+        block = props[policy.block]["properties"]
+        declared_keys = _block_declarations(policy.config)
+        assert set(block) == set(declared_keys) - {"seed"}, policy.block
+        for key, (hint, _) in declared_keys.items():
+            want = {(where, _KEYWORDS[type(b)], _limit(b)) for where, b, _ in _declared_bounds(hint)}
+            prop = block.get(key, {})
+            got = {(where, kw, node[kw]) for where, node in (("value", prop), ("item", prop.get("items", {})))
+                   for kw in _KEYWORDS.values() if kw in node}
+            assert got == want, (policy.block, key)
+            checked |= {(policy.block, key)} if want else set()
+    assert {("sagc", "tau"), ("sagc", "candidates"), ("sagc_prompt", "quantile")} <= checked

@@ -123,8 +123,8 @@ def test_evaluation_refuses_an_unsupported_vllm_before_writing_anything(fake_vll
     (tmp_path / "model").mkdir()
     (tmp_path / "data").mkdir()
     fake_vllm("0.21.0")
-    cfg = EvalConfig(model_dir=tmp_path / "model", tasks=["aime24_boxed"], data_dir=tmp_path / "data",
-                     out_dir=tmp_path / "out", backend="vllm")
+    cfg = EvalConfig(model=tmp_path / "model", tasks=["aime24_boxed"], data_dir=tmp_path / "data",
+                     out=tmp_path / "out", backend="vllm")
     with pytest.raises(RuntimeError, match=re.escape(WINDOW)):
         run_evaluation(cfg)
     assert not (tmp_path / "out").exists()

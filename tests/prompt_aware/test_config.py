@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from sagc.controller import FixedGroupSize, parse_sizing
@@ -12,6 +13,8 @@ from sagc.pipeline import config as pipeline_config
 from sagc.pipeline.cells import sizing_section
 from sagc.prompt_aware.config import PromptSAGCConfig
 from sagc.prompt_aware.policy import PromptAwareSAGC
+from sagc.prompt_aware.schedule import TailBatchingStream
+from sagc.prompts import PromptStream
 from sagc.train.config import SizingSection
 
 REPO = Path(__file__).resolve().parents[2]
@@ -29,6 +32,34 @@ def test_sizing_names_build_the_hybrid_and_tail_batching_alone():
     assert isinstance(sizer, FixedGroupSize) and sizer.group_size == 16
     assert alone.group_sizes({"group_size": 16}) == (16,)
     assert parse_sizing("sagc-fast").policy.name == "sagc"  # the longer name does not capture it
+
+
+def test_the_sizers_supply_their_prompt_stream():
+    """Every sizing goes through ``prompt_stream``: sagc-prompt* return the block's tail
+    batching over the base's prompts and seed, the others the base itself."""
+    lengths = (3, 9, 4, 12, 7, 20, 2, 6)
+    token_ids = [[5] * n for n in lengths]
+    block = {"tau": 2.5, "long_fraction": 0.25, "queue_rounds": 3, "hash_dim": 0}
+    hybrid = parse_sizing("sagc-prompt").build(block, seed=1)
+    alone = parse_sizing("sagc-prompt-g16").build({**block, "group_size": 16}, seed=1)
+    streams = [sizer.prompt_stream(PromptStream(8, seed=3, shuffle=False), token_ids=token_ids)
+               for sizer in (hybrid, alone)]
+    for stream in streams:
+        assert isinstance(stream, TailBatchingStream)
+        assert (stream.n, stream.seed, stream.shuffle, stream.long_fraction, stream.queue_rounds) == (8, 3, False, 0.25, 3)
+        np.testing.assert_array_equal(stream.predictor.x, np.c_[np.ones(8), np.log(lengths)])  # hash_dim 0
+    assert hybrid.schedule is streams[0]  # its round kinds pick the controller
+    assert isinstance(alone, FixedGroupSize) and alone.state_dict()["kind"] == "fixed"  # the baseline's state
+    for name in ("g16", "sagc", "sagc-fast"):
+        base = PromptStream(8, seed=3)
+        assert parse_sizing(name).build({"tau": 2.5}).prompt_stream(base, token_ids=token_ids) is base
+
+
+def test_given_features_inform_the_predictor_instead_of_token_ids():
+    sizer = parse_sizing("sagc-prompt").build({"tau": 2.5})
+    features = np.c_[np.ones(6), np.arange(6.0)]
+    stream = sizer.prompt_stream(PromptStream(6, seed=0), token_ids=[[1]] * 6, features=features)
+    np.testing.assert_array_equal(stream.predictor.x, features)
 
 
 def test_prompt_config_cells_carry_the_merged_block():

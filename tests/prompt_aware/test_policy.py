@@ -7,6 +7,7 @@ import pytest
 
 from sagc.controller import SAGCConfig, SAGCController
 from sagc.prompt_aware.policy import PromptAwareSAGC
+from sagc.prompts import PromptStream
 
 
 class _Rounds:
@@ -56,6 +57,12 @@ def test_without_a_schedule_it_is_plain_sagc():
         assert g == plain.next_group_size()
         lengths = 30 * np.exp(0.5 * rng.standard_normal((2, g)))
         assert policy.observe(lengths).straggler == plain.observe(lengths).straggler
+
+
+def test_without_a_sagc_prompt_block_it_keeps_the_plain_stream():
+    policy = PromptAwareSAGC(SAGCConfig())
+    base = PromptStream(4, seed=0)
+    assert policy.prompt_stream(base, token_ids=[[1]] * 4) is base and policy.schedule is None
 
 
 def test_state_resumes_exactly():

@@ -7,7 +7,7 @@ import pytest
 
 from sagc.prompt_aware.predictor import PromptLengthPredictor
 from sagc.prompt_aware.schedule import TailBatchingStream
-from sagc.train.prompts import PromptStream
+from sagc.prompts import PromptStream
 
 
 def _lengths(idx, z, rng, g=8):

@@ -39,7 +39,7 @@ def test_tail_batching_cuts_decode_steps_when_prompts_differ():
     assert 0.1 < tail["long_share"] < 0.4
     world = suite.world(0)
     for p in suite.policies:
-        sizer, stream = pw.build(p, world, 0, suite.sagc, suite.long_fraction)
+        sizer, stream = pw.build(p, world, pw.PromptStream(world.n, 0), suite.blocks())
         seen = []
         for _ in range(16):  # 16 steps x 4 prompts = 2 epochs of 32
             sizer.next_group_size()
@@ -47,8 +47,7 @@ def test_tail_batching_cuts_decode_steps_when_prompts_differ():
             seen += idx
             block = np.stack([world.lengths(0, i, 0, 16) for i in idx])
             sizer.observe(block)
-            if hasattr(stream, "observe"):
-                stream.observe(idx, block)
+            stream.observe(idx, block)
         assert sorted(seen) == sorted(list(range(32)) * 2)
 
 

@@ -8,8 +8,9 @@ import pytest
 from sagc.simulate import TraceStep, simulate, write_trace
 from sagc.simulate.cli import main as cli_main
 from sagc.simulate.suite import (
-    BASE_SAGC,
+    BASE_KEYS,
     SuiteConfig,
+    base_sagc,
     run_metrics,
     run_world,
     settle_step,
@@ -20,13 +21,18 @@ from sagc.simulate.suite import (
 FAITHFUL_AND_FAST = {"sagc": {}, "sagc-fast": {"counterfactual": True, "selection": "constrained"}}
 
 
-def test_base_settings_are_the_default_grids():
-    # The suite studies the controller as the default grid runs it; a retuned grid must
-    # retune the study (and regenerate docs/controller.md's tables) too.
+def test_base_settings_are_read_from_a_grid_config(tmp_path):
+    # The suite studies the controller as a grid runs it: the default grid's block, or any.
     from tests.shipped_configs import CONFIG_DIR, raw_config
 
     grid = raw_config((CONFIG_DIR / "default.yaml",))["sagc"]
-    assert {k: grid[k] for k in BASE_SAGC} == BASE_SAGC
+    assert SuiteConfig().sagc == {k: grid[k] for k in BASE_KEYS}
+    other = tmp_path / "grid.yaml"
+    other.write_text("sagc: {candidates: [2, 4], tau: 3.0, delta: 0.2, eta: 1.0, radius: 2}\n")
+    assert base_sagc(other) == {"candidates": [2, 4], "tau": 3.0, "delta": 0.2, "eta": 1.0}
+    other.write_text("sagc: {tau: 3.0}\n")
+    with pytest.raises(ValueError, match="lacks"):
+        base_sagc(other)
 
 
 def test_settle_step_on_hand_built_flags():

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import torch
 
+from sagc.prompts import PromptStream
 from sagc.train.config import TrainConfig
-from sagc.train.prompts import PromptStream
 
 pytestmark = pytest.mark.slow
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from sagc.prompts import PromptStream
 from sagc.train.dynamic_sampling import informative_groups, merge_scored
-from sagc.train.prompts import PromptStream
 
 
 def test_prompt_stream_is_seeded_covers_epochs_and_resumes():

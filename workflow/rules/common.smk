@@ -15,11 +15,12 @@ from sagc import warm
 from sagc.pipeline import Grid, disk, launch
 from sagc.pipeline.cells import (
     aggregate_grid,
-    base_model_eval_flags,
     cli_flags,
+    eval_cell_config,
     eval_settings,
     evaluation_plan_line,
     measure_prompts,
+    staged_benchmarks,
     straggler_tau,
     train_cell_config,
     train_setting,
@@ -45,7 +46,6 @@ GRID = Grid.from_config(config)
 ROOT = GRID.root
 WORLD = config["world"]
 EVAL = eval_settings(config)
-EVAL_DATA_DIR = f"{ROOT}/data" if WORLD == "tiny" else f"{ROOT}/data/benchmarks"
 CELL_DIR = "{model}/{algo}/{sizing}/seed{seed}"
 
 if WORLD == "hub":
@@ -143,29 +143,11 @@ def eval_data():
     return [f"{ROOT}/data/benchmarks/staged.json"]
 
 
-def eval_args(model, out_dir, cell_id):
-    """The flags of `python -m sagc.evaluate run` for one model; `model` is the model's own
-    flags ({"model": DIR} or {"model_json": FILE})."""
-    ev = EVAL
-    return cli_flags(
-        {
-            **model,
-            "tasks": ",".join(ev["tasks"]),
-            "data_dir": EVAL_DATA_DIR,
-            "out": out_dir,
-            "backend": ev.get("backend", "hf"),
-            "cell": cell_id,
-            "limit": ev.get("limit"),
-            "max_gen_toks": ev.get("max_gen_toks"),
-            "batch_size": ev.get("batch_size"),
-            "temperature": ev.get("temperature"),
-            "top_p": ev.get("top_p"),
-            "repeats": ev.get("repeats"),
-            "tp": ev.get("tensor_parallel_size"),
-            "gpu_memory_utilization": ev.get("gpu_memory_utilization"),
-            "max_model_len": ev.get("max_model_len"),
-        }
-    )
+def eval_cell(target, threads):
+    """One evaluation job's cell (`sagc.evaluate.config.EvalConfig`) for a trained cell or a
+    base model's name, as canonical JSON: Snakemake reruns a job whose params changed, and a
+    dict's key order (which follows the YAML file) must not count as a change."""
+    return json.dumps(eval_cell_config(config, GRID, target, threads=threads), sort_keys=True)
 
 
 def report_caption(name):

@@ -7,11 +7,13 @@ if WORLD == "hub":
     from sagc.pipeline.hub import HUB_ACCESS_PREFIX
 
     rule stage_benchmarks:
-        """AIME 2024, AMC 2023 and GPQA-diamond, staged once to a local folder (needs the
-        network, a user-provided copy in hub.benchmark_source, and for GPQA a token)."""
+        """The benchmarks the evaluated tasks read (their YAMLs' metadata; the paper's: AIME
+        2024, AMC 2023 and GPQA-diamond), staged once to a local folder (needs the network,
+        a user-provided copy in hub.benchmark_source, and for a gated one a token)."""
         output:
             f"{ROOT}/data/benchmarks/staged.json",
         params:
+            benchmarks=",".join(staged_benchmarks(config)),
             out=lambda wc, output: os.path.dirname(output[0]),
             source=lambda wc: cli_flags({"source_dir": config["hub"].get("benchmark_source")}),
         resources:
@@ -22,8 +24,16 @@ if WORLD == "hub":
             "../../envs/eval.yaml"
         shell:
             "{HUB_ACCESS_PREFIX} python -m sagc.evaluate stage"
-            " --benchmarks aime24,amc23,gpqa_diamond --cache {params.out:q} {params.source}"
+            " --benchmarks {params.benchmarks} --cache {params.out:q} {params.source}"
             " > {log:q} 2>&1 && echo '{{\"cache\": \"{params.out}\"}}' > {output:q}"
+
+
+# Each job gets its evaluation cell as a param and writes it next to its outputs as eval.json,
+# which it runs as `python -m sagc.evaluate run --config eval.json` would by hand.
+EVAL_COMMAND = (
+    "mkdir -p {params.out:q} && printf '%s\\n' {params.cell:q} > {params.out:q}/eval.json &&"
+    " python -m sagc.warm -m sagc.evaluate run --config {params.out:q}/eval.json > {log:q} 2>&1"
+)
 
 
 rule evaluate_cell:
@@ -35,12 +45,11 @@ rule evaluate_cell:
     output:
         f"{ROOT}/eval/{CELL_DIR}/summary.json",
     params:
-        args=lambda wc, input, output: eval_args(
-            {"model": input.final}, os.path.dirname(output[0]), cell_of(wc).id
-        ),
-    threads: 1
+        cell=lambda wc, threads: eval_cell(cell_of(wc), threads),
+        out=lambda wc, output: os.path.dirname(output[0]),
+    threads: EVAL["threads"]
     resources:
-        **res("evaluate", mem_mb=3000, runtime=30, cpus_per_task=1),
+        **res("evaluate", mem_mb=3000, runtime=30, cpus_per_task=EVAL["threads"]),
     log:
         f"{ROOT}/logs/eval/{CELL_DIR}.log",
     benchmark:
@@ -48,7 +57,7 @@ rule evaluate_cell:
     conda:
         "../../envs/eval.yaml"
     shell:
-        "python -m sagc.warm -m sagc.evaluate run {params.args} --threads {threads} > {log:q} 2>&1"
+        EVAL_COMMAND
 
 
 rule evaluate_base:
@@ -59,14 +68,11 @@ rule evaluate_base:
     output:
         f"{ROOT}/eval/{{model}}/base/summary.json",
     params:
-        args=lambda wc, output: eval_args(
-            base_model_eval_flags(config, GRID, wc.model),
-            os.path.dirname(output[0]),
-            f"{wc.model}/base",
-        ),
-    threads: 1
+        cell=lambda wc, threads: eval_cell(wc.model, threads),
+        out=lambda wc, output: os.path.dirname(output[0]),
+    threads: EVAL["threads"]
     resources:
-        **res("evaluate", mem_mb=3000, runtime=30, cpus_per_task=1),
+        **res("evaluate", mem_mb=3000, runtime=30, cpus_per_task=EVAL["threads"]),
     log:
         f"{ROOT}/logs/eval/{{model}}_base.log",
     benchmark:
@@ -74,4 +80,4 @@ rule evaluate_base:
     conda:
         "../../envs/eval.yaml"
     shell:
-        "python -m sagc.warm -m sagc.evaluate run {params.args} --threads {threads} > {log:q} 2>&1"
+        EVAL_COMMAND

@@ -15,40 +15,54 @@ aggregation (``fixed_group_size``).
 
 Each policy reads one config block, under the same key in the pipeline config (top
 level), in a cell's ``sizing`` section and in a simulator config: ``sagc`` for the SAGC
-controller. The fixed baseline reads only the measurement keys of the ``sagc`` block
-(``MEASUREMENT_KEYS``: how a straggler is counted), so that tuning the controller does not
-rerun the fixed baselines. Variants live in ``<block>_variants`` (``sagc_variants``).
+controller, ``sagc_prompt`` for the prompt-aware one. The fixed baseline reads only the
+measurement keys of the ``sagc`` block (``MEASUREMENT_KEYS``: how a straggler is counted),
+so that tuning the controller does not rerun the fixed baselines. Variants live in
+``<block>_variants`` (``sagc_variants``).
 
 Adding a policy
 ---------------
 
-Write its class (anything with the ``GroupSizer`` interface) and its config class (frozen,
-with ``from_dict(dict)`` that validates and raises ``ValueError``, ``to_dict()``, a
-``sorted_candidates`` property and a ``seed`` key), then register one ``Policy`` line in
-``POLICIES``::
+Write its class and its config class, then register one ``Policy`` line in ``POLICIES``:
 
-    Policy("sagc-prompt", block="sagc_prompt", config=PromptSAGCConfig, build=PromptSAGC)
+- the class subclasses ``GroupSizer`` (``next_group_size``, ``observe``, ``state_dict``,
+  ``load_state_dict``, ``candidates``, ``max_group_size``); a policy that orders the
+  prompts itself also overrides ``prompt_stream(base, token_ids, features)``, which the
+  trainer and the simulator call once per run (the default keeps the plain stream);
+- the config class is frozen, with ``from_dict(dict)`` that validates and raises
+  ``ValueError``, ``to_dict()``, a ``sorted_candidates`` property and a ``seed`` key;
+- ``build(config)`` makes the sizer: the class itself when it takes the config
+  (``SAGCController``), or a function that picks among classes.
+
+A policy of a package that imports the controller names its config class and builder as
+``"module:name"`` strings, imported on first use, so that the controller imports nothing
+above it. The prompt-aware policy is registered so::
+
+    Policy("sagc-prompt", block="sagc_prompt", config="sagc.prompt_aware.config:PromptSAGCConfig",
+           build="sagc.prompt_aware.policy:build_prompt_sagc", inherits="sagc")
 
 Its cells are then named ``sagc-prompt`` (and ``sagc-prompt-<variant>``), read the
 pipeline's ``sagc_prompt:`` block (and ``sagc_prompt_variants:``), carry it as
-``sizing.sagc_prompt`` in their cell config, and are built as ``PromptSAGC(config)``. The
-pipeline schema gets both blocks when it is regenerated (``python -m sagc.pipeline.schema``;
-the block's key types come from the config class's ``json_schema()`` classmethod if it has
+``sizing.sagc_prompt`` in their cell config, and are built as ``build_prompt_sagc(config)``
+(whose sizers supply the tail-batching stream through ``prompt_stream``). The pipeline
+schema gets both blocks when it is regenerated (``python -m sagc.pipeline.schema``; the
+block's key types come from the config class's ``json_schema()`` classmethod if it has
 one, else the block is any mapping, checked as a whole by ``from_dict``; the schema test
-fails until it is regenerated). Names are matched against the longest registered policy name first, so ``sagc-prompt``
-is that policy and not a variant ``prompt`` of ``sagc``. A policy whose block should
-start from another block's keys (a hybrid reusing the SAGC hyper-parameters) passes
-``inherits="sagc"``: its cell block is ``{**sagc, **sagc_prompt}`` (then the variant).
+fails until it is regenerated). Names are matched against the longest registered policy
+name first, so ``sagc-prompt`` is that policy and not a variant ``prompt`` of ``sagc``. A
+policy whose block should start from another block's keys (a hybrid reusing the SAGC
+hyper-parameters) passes ``inherits="sagc"``: its cell block is ``{**sagc, **sagc_prompt}``
+(then the variant).
 """
 
 from __future__ import annotations
 
+import importlib
 import re
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from sagc.controller.sagc import FixedGroupSize, GroupSizer, SAGCConfig, SAGCController
-from sagc.prompt_aware.config import PromptSAGCConfig, build_prompt_sagc
 
 #: A variant's name (the part after ``<policy>-``): letters, digits and underscores.
 VARIANT_PATTERN = r"[A-Za-z0-9_]+"
@@ -62,23 +76,47 @@ MEASUREMENT_BLOCK = "sagc"
 _FIXED = re.compile(r"^g([0-9]+)$")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Policy:
     """A registered family of sizings: its base name, config block and how to build it.
 
     ``config`` validates the block (``from_dict``) and ``build(config)`` makes the sizer;
+    either may be given as ``"module:name"``, imported when first used (module docstring).
     ``inherits`` names another block whose keys the policy's block starts from.
     """
 
     name: str
     block: str
-    config: type
-    build: Callable[[Any], GroupSizer]
-    inherits: str | None = None
+    inherits: str | None
+    _config: type | str
+    _build: Callable[[Any], GroupSizer] | str
+
+    def __init__(self, name: str, block: str, config: type | str, build: Callable[[Any], GroupSizer] | str,
+                 inherits: str | None = None) -> None:
+        # Frozen: assigned once, here; ``config`` and ``build`` resolve the refs on access.
+        for key, value in (("name", name), ("block", block), ("inherits", inherits),
+                           ("_config", config), ("_build", build)):  # fmt: skip
+            object.__setattr__(self, key, value)
+
+    @property
+    def config(self) -> type:
+        return _resolve(self._config)
+
+    @property
+    def build(self) -> Callable[[Any], GroupSizer]:
+        return _resolve(self._build)
 
     @property
     def variants_block(self) -> str:
         return f"{self.block}_variants"
+
+
+def _resolve(ref: Any) -> Any:
+    """``ref`` itself, or the object a ``"module:name"`` string names."""
+    if not isinstance(ref, str):
+        return ref
+    module, _, name = ref.partition(":")
+    return getattr(importlib.import_module(module), name)
 
 
 #: Every policy besides the fixed baseline, by base name. Adding one is one line here.
@@ -86,8 +124,10 @@ POLICIES: dict[str, Policy] = {
     p.name: p
     for p in (
         Policy("sagc", block="sagc", config=SAGCConfig, build=SAGCController),
-        # Prompt-aware: tail batching + one SAGC per round kind (sagc.prompt_aware).
-        Policy("sagc-prompt", block="sagc_prompt", config=PromptSAGCConfig, build=build_prompt_sagc, inherits="sagc"),
+        # Prompt-aware: tail batching + one SAGC per round kind (sagc.prompt_aware, which
+        # imports the controller: named, not imported).
+        Policy("sagc-prompt", block="sagc_prompt", config="sagc.prompt_aware.config:PromptSAGCConfig",
+               build="sagc.prompt_aware.policy:build_prompt_sagc", inherits="sagc"),
     )
 }
 

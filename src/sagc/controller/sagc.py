@@ -17,7 +17,8 @@ lengths alone (no gradients, rewards or model internals). Per step t:
      refreshed for a while becomes uncertain again and can recover when lengths drift;
    - the posterior of the G that was used gets the observation: ``a += S_t, b += 1 - S_t``.
 
-Defaults (the paper leaves them open; each is a config key):
+Defaults (the paper leaves them open; each is a config key, declared with its type, range and
+meaning on ``SAGCConfig``):
 
 - ``tau = 2.0``: a step whose longest rollout is more than twice the median one spends over
   half its decode time waiting on a single straggler.
@@ -60,11 +61,15 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Protocol, Sequence, runtime_checkable
+from typing import Annotated, Any, Iterable, Optional, Protocol, Sequence, runtime_checkable
 
 import numpy as np
+from pydantic import BeforeValidator, Field
 
+from sagc.config_models import Flag, Integer, Number, OneOf, PositiveInt
 from sagc.lengths import SCOPES, LengthStats, as_groups, length_stats, subgroup_ratios
+from sagc.prompts import PromptStream
+from sagc.settings import check
 
 STATE_VERSION = 1
 
@@ -73,80 +78,68 @@ STATE_VERSION = 1
 SELECTIONS = ("lagrangian", "constrained")
 
 
+def _plain_int(value: Any) -> Any:
+    """A numpy integer as the int it is (``np.arange`` candidates); anything else as given."""
+    return int(value) if isinstance(value, np.integer) else value
+
+
+def Whole(**bounds: int) -> Any:  # noqa: N802 - used as a type
+    """An integer within ``bounds`` (ge/le), numpy's too; not a bool, not ``4.0``. (The bounds
+    come before the conversion: after it, pydantic would not write them into a JSON schema.)"""
+    return Annotated[int, Field(strict=True, **bounds), BeforeValidator(_plain_int)]
+
+
+#: A group size: a group of one has no group-relative advantage.
+GroupSize = Whole(ge=2)
+
+
 @dataclass(frozen=True)
 class SAGCConfig:
-    """Hyper-parameters of the SAGC controller; see the module docstring for the defaults."""
+    """Hyper-parameters of the SAGC controller; see the module docstring for the defaults.
 
-    candidates: tuple[int, ...] = (4, 8, 16)
-    tau: float = 2.0
-    delta: float = 0.3
-    eta: float = 0.5
-    lambda_max: float = 20.0
-    forgetting: float = 0.95
-    prior: tuple[float, float] = (1.0, 1.0)
-    initial: int | None = None
-    radius: int = 1
-    scope: str = "step"
-    seed: int = 0
-    counterfactual: bool = False
-    selection: str = "lagrangian"
+    Each field states its type, range and meaning once, here: ``validate`` checks them
+    (``sagc.settings.check``) and the pipeline schema's ``sagc`` block is generated from
+    them (``sagc.pipeline.schema``). Lists are taken for the tuples (YAML and JSON give
+    lists), so the config stays hashable.
+    """
+
+    candidates: Annotated[tuple[GroupSize, ...], Field(
+        min_length=1, description="the group sizes G the controller chooses from")] = (4, 8, 16)
+    tau: Annotated[Number(gt=1), Field(
+        description="a step straggles when its longest rollout is over tau times the median one")] = 2.0
+    delta: Annotated[Number(gt=0, lt=1), Field(
+        description="the straggler budget: the share of straggling steps tolerated")] = 0.3
+    eta: Annotated[Number(gt=0), Field(description="step size of the dual ascent on lambda")] = 0.5
+    lambda_max: Annotated[Number(gt=0), Field(description="upper clip of lambda")] = 20.0
+    forgetting: Annotated[Number(gt=0, le=1), Field(
+        description="per-step decay of every posterior toward the prior (1: no forgetting)")] = 0.95
+    prior: Annotated[tuple[Number(gt=0), ...], Field(
+        min_length=2, max_length=2, description="the Beta prior (alpha0, beta0) of every candidate's risk")] = (1.0, 1.0)
+    initial: Annotated[Optional[Whole()], Field(
+        description="G of the first rollout, one of the candidates (null: the middle one)")] = None
+    radius: Annotated[PositiveInt, Field(
+        description="candidates eligible on each side of the current G (local search)")] = 1
+    scope: Annotated[OneOf(SCOPES), Field(
+        description="step = max/median over the whole step; group = over any prompt group")] = "step"
+    seed: Annotated[Integer, Field(description="seed of the Thompson sampling")] = 0
+    counterfactual: Annotated[Flag, Field(
+        description="beyond the paper: also update every smaller G from the step's disjoint sub-groups")] = False
+    selection: Annotated[OneOf(SELECTIONS), Field(
+        description="lagrangian = the paper's score; constrained = largest G whose sampled risk <= delta")] = "lagrangian"
 
     def __post_init__(self) -> None:
-        # Normalise sequences (YAML / JSON give lists) so the config stays hashable.
-        object.__setattr__(self, "candidates", _as_int_tuple(self.candidates, "candidates"))
-        object.__setattr__(self, "prior", tuple(self.prior) if self.prior is not None else ())
         self.validate()
 
     def validate(self) -> None:
+        """Every field against its declaration, then what no single field states."""
+        check(self, "SAGCConfig")
         cands = self.candidates
-        if len(cands) == 0:
-            raise ValueError("SAGCConfig.candidates must hold at least one group size")
         if len(set(cands)) != len(cands):
             raise ValueError(f"SAGCConfig.candidates has duplicates: {list(cands)}")
-        if any(c < 2 for c in cands):
-            raise ValueError(
-                f"SAGCConfig.candidates must all be >= 2 (a group of one has no "
-                f"group-relative advantage), got {list(cands)}"
-            )
-        _check_number(self.tau, "tau")
-        if not self.tau > 1.0:
-            raise ValueError(f"SAGCConfig.tau must be > 1 (max/median is always >= 1), got {self.tau}")
-        _check_number(self.delta, "delta")
-        if not 0.0 < self.delta < 1.0:
-            raise ValueError(f"SAGCConfig.delta must lie in (0, 1), got {self.delta}")
-        _check_number(self.eta, "eta")
-        if not self.eta > 0.0:
-            raise ValueError(f"SAGCConfig.eta must be > 0, got {self.eta}")
-        _check_number(self.lambda_max, "lambda_max")
-        if not self.lambda_max > 0.0:
-            raise ValueError(f"SAGCConfig.lambda_max must be > 0, got {self.lambda_max}")
-        _check_number(self.forgetting, "forgetting")
-        if not 0.0 < self.forgetting <= 1.0:
-            raise ValueError(f"SAGCConfig.forgetting must lie in (0, 1], got {self.forgetting}")
-        if len(self.prior) != 2:
-            raise ValueError(
-                f"SAGCConfig.prior must be a pair (alpha0, beta0), got {list(self.prior)}"
-            )
-        for name, v in zip(("alpha0", "beta0"), self.prior):
-            _check_number(v, f"prior.{name}")
-            if not v > 0:
-                raise ValueError(f"SAGCConfig.prior.{name} must be > 0, got {v}")
         if self.initial is not None and self.initial not in cands:
             raise ValueError(
                 f"SAGCConfig.initial={self.initial} is not one of the candidates {list(cands)}"
             )
-        if isinstance(self.radius, bool) or not isinstance(self.radius, int) or self.radius < 1:
-            raise ValueError(f"SAGCConfig.radius must be an integer >= 1, got {self.radius!r}")
-        if self.scope not in SCOPES:
-            raise ValueError(f"SAGCConfig.scope must be one of {SCOPES}, got {self.scope!r}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
-            raise ValueError(f"SAGCConfig.seed must be an integer, got {self.seed!r}")
-        if not isinstance(self.counterfactual, bool):
-            raise ValueError(
-                f"SAGCConfig.counterfactual must be true or false, got {self.counterfactual!r}"
-            )
-        if self.selection not in SELECTIONS:
-            raise ValueError(f"SAGCConfig.selection must be one of {SELECTIONS}, got {self.selection!r}")
 
     @property
     def sorted_candidates(self) -> tuple[int, ...]:
@@ -166,22 +159,6 @@ class SAGCConfig:
         d["candidates"] = list(self.candidates)
         d["prior"] = list(self.prior)
         return d
-
-
-def _as_int_tuple(values: Any, key: str) -> tuple[int, ...]:
-    if values is None or isinstance(values, (str, bytes)):
-        raise ValueError(f"SAGCConfig.{key} must be a sequence of integers, got {values!r}")
-    out = []
-    for v in values:
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-            raise ValueError(f"SAGCConfig.{key} must hold integers, got {v!r}")
-        out.append(int(v))
-    return tuple(out)
-
-
-def _check_number(v: Any, key: str) -> None:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        raise ValueError(f"SAGCConfig.{key} must be a finite number, got {v!r}")
 
 
 @dataclass
@@ -219,7 +196,11 @@ class StepRecord:
 
 @runtime_checkable
 class GroupSizer(Protocol):
-    """What the trainer and the simulator need from a group-size policy."""
+    """What the trainer and the simulator need from a group-size policy.
+
+    A policy subclasses it (as ``FixedGroupSize`` and ``SAGCController`` do) to inherit the
+    default of ``prompt_stream``, the one hook a policy needs beyond the control loop.
+    """
 
     candidates: tuple[int, ...]
 
@@ -233,6 +214,19 @@ class GroupSizer(Protocol):
     def state_dict(self) -> dict[str, Any]: ...
 
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+    def prompt_stream(self, base: PromptStream, token_ids: Sequence[Sequence[int]] | None = None,
+                      features: np.ndarray | None = None) -> PromptStream:
+        """The stream the run's steps draw their prompts from, called once before the first step.
+
+        ``base`` is the run's plain stream; ``token_ids`` (a trainer's tokenized prompts, or
+        a function that tokenizes them: only a policy that reads them pays for it) or
+        ``features`` (a simulated world's feature rows), one per prompt, are what is known
+        of the prompts before any rollout. Default: ``base`` unchanged. A policy that orders
+        prompts itself returns its own stream over ``base``'s prompts and seed, and keeps it
+        when its G depends on it (``sagc-prompt``: tail batching, one SAGC per round kind).
+        """
+        return base
 
 
 class _StragglerCounter:
@@ -283,7 +277,7 @@ class _StragglerCounter:
         )  # fmt: skip
 
 
-class FixedGroupSize:
+class FixedGroupSize(GroupSizer):
     """The static baseline: always the same G, with SAGC's straggler bookkeeping so that
     fixed-G runs report straggler rates measured exactly like SAGC's."""
 
@@ -341,7 +335,7 @@ class FixedGroupSize:
         return f"FixedGroupSize({self.group_size}, tau={self._counter.tau}, scope={self._counter.scope!r})"
 
 
-class SAGCController:
+class SAGCController(GroupSizer):
     """Online primal-dual group-size control with Thompson sampling (see module docstring)."""
 
     def __init__(self, config: SAGCConfig | None = None) -> None:

@@ -1,16 +1,21 @@
 """Command line of ``python -m sagc.evaluate`` (the Snakemake evaluate/stage rules call it).
 
+    python -m sagc.evaluate run --config eval.json [FLAGS]
     python -m sagc.evaluate run (--model DIR | --model-json FILE) --tasks tiny_arith,tiny_arith_heldout \\
         --data-dir DIR --out DIR [--backend hf|vllm] [--limit N] [--max-gen-toks N] \\
         [--temperature T] [--top-p P] [--repeats N|TASK=N,..] [--batch-size N|auto] [--device cpu] \\
         [--seed N] [--cell ID] [--threads N] [--apply-chat-template] \\
-        [--tp N] [--gpu-memory-utilization F] [--max-model-len N] [--dtype D]
+        [--tensor-parallel-size N] [--gpu-memory-utilization F] [--max-model-len N] [--dtype D]
     python -m sagc.evaluate stage --benchmarks aime24,amc23,gpqa_diamond --cache DIR \\
-        [--source-dir DIR] [--force] [--amc-year 2023]
+        [--source-dir DIR] [--force]
     python -m sagc.evaluate tasks
 
-Generation flags left out keep the task YAML's defaults. Errors exit with status 2 and a
-one-line message on stderr.
+``run`` takes an evaluation cell (``sagc.evaluate.config.EvalConfig``: the JSON file the
+pipeline writes as ``eval.json`` next to a job's outputs), and each of its keys as a flag of
+the same name (``max_gen_toks`` is ``--max-gen-toks``; ``--tp`` is short for
+``--tensor-parallel-size``). Flags given with ``--config`` replace the file's keys. Keys left
+out take ``EvalConfig``'s defaults; generation keys left out keep the task YAML's. Errors
+exit with status 2 and a one-line message on stderr.
 """
 
 from __future__ import annotations
@@ -19,6 +24,9 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any, Callable, get_args
+
+from sagc.evaluate.config import EvalConfig, parse_batch_size
 
 
 def _csv(value: str) -> list[str]:
@@ -29,8 +37,6 @@ def _csv(value: str) -> list[str]:
 
 
 def batch_size(value: str) -> int | str:
-    from sagc.evaluate.runner import parse_batch_size
-
     try:
         return parse_batch_size(value)
     except ValueError as exc:
@@ -48,18 +54,42 @@ def repeats(value: str) -> int | dict[str, int]:
         raise argparse.ArgumentTypeError(f"expected N or TASK=N,TASK=N, got {value!r}") from None
 
 
-def model_folder(args: argparse.Namespace) -> Path:
-    """The folder to evaluate: ``--model``, or the ``path`` recorded in ``--model-json``."""
-    if args.model is not None:
-        return args.model
-    try:
-        record = json.loads(Path(args.model_json).read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ValueError(f"--model-json {args.model_json}: cannot read a model record ({exc})") from None
-    path = record.get("path") if isinstance(record, dict) else None
-    if not isinstance(path, str) or not path:
-        raise ValueError(f"--model-json {args.model_json}: no 'path' of a local model folder in it")
-    return Path(path)
+#: Keys whose flag text is not a plain number or string.
+_PARSERS = {"tasks": _csv, "repeats": repeats, "batch_size": batch_size}
+
+
+def _flag_type(key: str, annotation: Any) -> Callable[[str], Any]:
+    """How a flag's text becomes the key's value: ``_PARSERS``, else the int or float the
+    key's type holds (through ``Optional`` and ``Annotated``), else the text."""
+    if key in _PARSERS:
+        return _PARSERS[key]
+    pending = [annotation]
+    while pending:
+        t = pending.pop()
+        if t in (int, float):
+            return t
+        pending += get_args(t)
+    return str
+
+
+def _add_cell_flags(run: argparse.ArgumentParser) -> None:
+    """One flag per key of ``EvalConfig``, no default of its own (the model's applies), its
+    help from the key's description."""
+    for key, info in EvalConfig.model_fields.items():
+        flags = ["--" + key.replace("_", "-")] + (["--tp"] if key == "tensor_parallel_size" else [])
+        if info.annotation is bool:
+            run.add_argument(*flags, dest=key, action="store_const", const=True, default=None, help=info.description)
+        else:
+            run.add_argument(*flags, dest=key, type=_flag_type(key, info.annotation), default=None,
+                             help=info.description)
+
+
+def cell_from_args(args: argparse.Namespace) -> EvalConfig:
+    """The evaluation cell of a ``run`` command line: ``--config``'s file, flags on top."""
+    flags = {k: v for k, v in vars(args).items() if k in EvalConfig.model_fields and v is not None}
+    if args.config is not None:
+        return EvalConfig.from_file(args.config, **flags)
+    return EvalConfig.from_dict(flags)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -67,34 +97,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="evaluate one model with lm-eval and write summary.json")
-    source = run.add_mutually_exclusive_group(required=True)
-    source.add_argument("--model", type=Path, help="model folder (weights + tokenizer)")
-    source.add_argument("--model-json", type=Path,
-                        help="a resolved model's record (the hub world's models/<model>/base.json): "
-                             "evaluate the local snapshot folder in its 'path'")
-    run.add_argument("--tasks", type=_csv, required=True, help="comma-separated task names")
-    run.add_argument("--data-dir", type=Path, required=True,
-                     help="folder with the tasks' data files (tiny-world splits or benchmark cache)")
-    run.add_argument("--out", type=Path, required=True, help="output folder")
-    run.add_argument("--backend", choices=("hf", "vllm"), default="hf")
-    run.add_argument("--cell", default="", help="cell id recorded in summary.json")
-    run.add_argument("--limit", type=int, default=None, help="documents per task (default: all)")
-    run.add_argument("--max-gen-toks", type=int, default=None)
-    run.add_argument("--temperature", type=float, default=None, help="0 = greedy")
-    run.add_argument("--top-p", type=float, default=None)
-    run.add_argument("--repeats", type=repeats, default=None,
-                     help="samples per problem (avg@n, pass@n): N for every task, or TASK=N,TASK=N")
-    run.add_argument("--batch-size", type=batch_size, default=8,
-                     help="rows per batch, or 'auto' / 'auto:N' (lm-eval finds the largest that fits)")
-    run.add_argument("--device", default="cpu")
-    run.add_argument("--seed", type=int, default=0)
-    run.add_argument("--threads", type=int, default=None, help="torch CPU threads")
-    run.add_argument("--apply-chat-template", action="store_true",
-                     help="wrap prompts in the tokenizer's chat template (instruct models)")
-    run.add_argument("--tp", type=int, default=1, help="vLLM tensor parallel size")
-    run.add_argument("--gpu-memory-utilization", type=float, default=0.9, help="vLLM memory fraction")
-    run.add_argument("--max-model-len", type=int, default=None, help="vLLM max model length")
-    run.add_argument("--dtype", default="auto", help="vLLM weights dtype (auto, bfloat16, float32)")
+    run.add_argument("--config", type=Path, default=None,
+                     help="an evaluation cell (JSON, as the pipeline writes eval.json); flags replace its keys")
+    _add_cell_flags(run)
 
     st = sub.add_parser("stage", help="cache the paper benchmarks locally (needs network once)")
     st.add_argument("--benchmarks", type=_csv, required=True, help="aime24,amc23,gpqa_diamond")
@@ -102,42 +107,15 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--source-dir", type=Path, default=None,
                     help="stage from local copies <DIR>/<benchmark>.jsonl|.json|.csv|.parquet")
     st.add_argument("--force", action="store_true", help="re-stage even if the cache file exists")
-    st.add_argument("--amc-year", type=int, default=2023)
 
     sub.add_parser("tasks", help="list the packaged task names")
     return parser
 
 
 def _run(args: argparse.Namespace) -> int:
-    from sagc.evaluate.runner import EvalConfig, run_evaluation
-    from sagc.evaluate.taskcfg import GenerationOverrides
+    from sagc.evaluate.runner import run_evaluation
 
-    if args.threads is not None:
-        import torch
-
-        torch.set_num_threads(max(1, args.threads))
-    cfg = EvalConfig(
-        model_dir=model_folder(args),
-        tasks=args.tasks,
-        data_dir=args.data_dir,
-        out_dir=args.out,
-        backend=args.backend,
-        cell=args.cell,
-        limit=args.limit,
-        generation=GenerationOverrides(
-            max_gen_toks=args.max_gen_toks, temperature=args.temperature,
-            top_p=args.top_p, repeats=args.repeats,
-        ),
-        batch_size=args.batch_size,
-        device=args.device,
-        seed=args.seed,
-        apply_chat_template=args.apply_chat_template,
-        tensor_parallel_size=args.tp,
-        gpu_memory_utilization=args.gpu_memory_utilization,
-        max_model_len=args.max_model_len,
-        dtype=args.dtype,
-    )
-    summary = run_evaluation(cfg)
+    summary = run_evaluation(cell_from_args(args))
     print(json.dumps(summary, indent=2))
     return 0
 
@@ -145,7 +123,7 @@ def _run(args: argparse.Namespace) -> int:
 def _stage(args: argparse.Namespace) -> int:
     from sagc.evaluate.stage import stage
 
-    paths = stage(args.benchmarks, args.cache, args.source_dir, args.force, args.amc_year)
+    paths = stage(args.benchmarks, args.cache, args.source_dir, args.force)
     for name, path in paths.items():
         print(f"{name}: {path}")
     return 0

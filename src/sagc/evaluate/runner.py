@@ -21,20 +21,20 @@ import os
 import shutil
 import sys
 import time
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from sagc.evaluate.backends import (BACKENDS, make_hf_lm, make_vllm_lm, require_vllm, shutdown_vllm,
-                                    vllm_model_args)
+from sagc.evaluate.backends import make_hf_lm, make_vllm_lm, require_vllm, shutdown_vllm, vllm_model_args
+from sagc.evaluate.config import EvalConfig
 from sagc.evaluate.recorder import GenerationRecorder
 from sagc.evaluate.summary import measure_samples, task_summary, validate_summary
+from sagc.evaluate.taskcfg import max_gen_toks_of, write_run_tasks
+from sagc.hub_switches import HUB_OFFLINE_FLAGS
 from sagc.io import atomic_write_json
-from sagc.evaluate.taskcfg import GenerationOverrides, max_gen_toks_of, write_run_tasks
 
 log = logging.getLogger(__name__)
 
-OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+OFFLINE_ENV = {flag: "1" for flag in HUB_OFFLINE_FLAGS}
 
 
 @contextlib.contextmanager
@@ -69,50 +69,14 @@ def offline() -> Iterator[None]:
                 os.environ[k] = v
 
 
-def parse_batch_size(value: int | str) -> int | str:
-    """lm-eval's batch size: a positive integer, ``auto`` or ``auto:N`` (lm-eval searches the
-    largest batch that fits, N times over the run)."""
-    text = str(value)
-    if text == "auto" or (text.startswith("auto:") and text[5:].isdigit()):
-        return text
-    if text.isdigit() and int(text) >= 1:
-        return int(text)
-    raise ValueError(f"batch_size must be a positive integer, 'auto' or 'auto:N', got {value!r}")
-
-
-@dataclass
-class EvalConfig:
-    """Everything one evaluation needs; the CLI maps its flags one to one onto these."""
-
-    model_dir: Path
-    tasks: list[str]
-    data_dir: Path
-    out_dir: Path
-    backend: str = "hf"
-    cell: str = ""
-    limit: int | None = None
-    generation: GenerationOverrides = field(default_factory=GenerationOverrides)
-    batch_size: int | str = 8  # or lm-eval's "auto" / "auto:N"
-    device: str = "cpu"
-    seed: int = 0
-    apply_chat_template: bool = False
-    # vLLM only
-    tensor_parallel_size: int = 1
-    gpu_memory_utilization: float = 0.9
-    max_model_len: int | None = None
-    dtype: str = "auto"  # vLLM's: "auto" keeps a bf16 checkpoint's dtype; "float32" to match HF on CPU
-
-    def validate(self) -> "EvalConfig":
-        if self.backend not in BACKENDS:
-            raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
-        if self.limit is not None and self.limit < 1:
-            raise ValueError(f"limit must be >= 1, got {self.limit}")
-        self.batch_size = parse_batch_size(self.batch_size)
-        if not Path(self.model_dir).is_dir():
-            raise FileNotFoundError(f"model folder {self.model_dir} does not exist")
-        if not Path(self.data_dir).is_dir():
-            raise FileNotFoundError(f"data folder {self.data_dir} does not exist")
-        return self
+def check_folders(cfg: EvalConfig) -> Path:
+    """The model folder ``cfg`` evaluates, after checking it and the data folder exist."""
+    model_dir = cfg.model_folder()
+    if not model_dir.is_dir():
+        raise FileNotFoundError(f"model folder {model_dir} does not exist")
+    if not Path(cfg.data_dir).is_dir():
+        raise FileNotFoundError(f"data folder {cfg.data_dir} does not exist")
+    return model_dir
 
 
 def _model_label(model_dir: Path) -> str:
@@ -125,12 +89,16 @@ def run_evaluation(cfg: EvalConfig, *, lm=None, tokenizer=None) -> dict:
     ``lm`` / ``tokenizer``: an already built lm-eval model (e.g. a scripted one in tests)
     and the tokenizer that counts its output; ``cfg.backend`` is then not used to build one.
     """
-    cfg.validate()
+    model_dir = check_folders(cfg)
     if (lm is None) != (tokenizer is None):
         raise ValueError("pass lm and tokenizer together")
     if lm is None and cfg.backend == "vllm":
         require_vllm()  # before any task or model is loaded
-    out = Path(cfg.out_dir)
+    if cfg.threads is not None:
+        import torch
+
+        torch.set_num_threads(cfg.threads)
+    out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "summary.json").unlink(missing_ok=True)  # never leave a stale summary behind
     configs = write_run_tasks(cfg.tasks, Path(cfg.data_dir), out / "tasks", cfg.generation)
@@ -148,15 +116,15 @@ def run_evaluation(cfg: EvalConfig, *, lm=None, tokenizer=None) -> dict:
             recorder = getattr(lm, "recorder", None)
         elif cfg.backend == "hf":
             model, tokenizer = make_hf_lm(
-                cfg.model_dir, recorder, batch_size=cfg.batch_size, device=cfg.device
+                model_dir, recorder, batch_size=cfg.batch_size, device=cfg.device
             )
             model.recorder = recorder
-            model_args = f"pretrained={cfg.model_dir}"
+            model_args = f"pretrained={model_dir}"
         else:
             from sagc.tokenizers import load_tokenizer
 
             model_args = vllm_model_args(
-                cfg.model_dir,
+                model_dir,
                 tensor_parallel_size=cfg.tensor_parallel_size,
                 gpu_memory_utilization=cfg.gpu_memory_utilization,
                 max_model_len=cfg.max_model_len,
@@ -164,7 +132,7 @@ def run_evaluation(cfg: EvalConfig, *, lm=None, tokenizer=None) -> dict:
                 dtype=cfg.dtype,
             )
             model = make_vllm_lm(model_args, recorder)
-            tokenizer = load_tokenizer(cfg.model_dir)
+            tokenizer = load_tokenizer(model_dir)
 
         task_manager = TaskManager(include_path=str(out / "tasks"), include_defaults=False)
         tracker = EvaluationTracker(output_path=str(lm_out))
@@ -198,7 +166,7 @@ def run_evaluation(cfg: EvalConfig, *, lm=None, tokenizer=None) -> dict:
         for task in results["configs"]:
             tracker.save_results_samples(task_name=task, samples=samples[task])
 
-    summary = {"model": _model_label(cfg.model_dir), "cell": cfg.cell, "tasks": {}}
+    summary = {"model": _model_label(model_dir), "cell": cfg.cell, "tasks": {}}
     length_rows = []
     for task in cfg.tasks:
         task_samples = sorted(samples[task], key=lambda s: s["doc_id"])
@@ -222,7 +190,7 @@ def run_evaluation(cfg: EvalConfig, *, lm=None, tokenizer=None) -> dict:
             "seconds": round(seconds, 3),
             "seed": cfg.seed,
             "limit": cfg.limit,
-            "generation_overrides": asdict(cfg.generation),
+            "generation_overrides": cfg.generation.model_dump(),
             "generation_kwargs": {t: configs[t]["generation_kwargs"] for t in cfg.tasks},
             "repeats": {t: configs[t].get("repeats", 1) for t in cfg.tasks},
             "length_sources": sorted({r["source"] for r in length_rows}),

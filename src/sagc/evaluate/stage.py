@@ -1,110 +1,40 @@
 """Stage the paper's benchmarks once into a local cache; evaluation only ever reads the cache.
 
-Sources (Hugging Face Hub datasets; the columns each cache file keeps):
+What a benchmark is comes from the task YAML that reads it (``metadata``, see
+``sagc.evaluate.taskcfg``): its name (the cache file ``<name>.jsonl``), its Hub dataset,
+config and split, whether it is gated, and the normaliser (``sagc.evaluate.normalizers``)
+that keeps the columns the task reads. The packaged ones:
 
-| benchmark      | source                                   | cache file            | columns                                   |
-|----------------|------------------------------------------|-----------------------|-------------------------------------------|
-| ``aime24``     | ``Maxwell-Jia/AIME_2024`` (train, 30)    | ``aime24.jsonl``      | id, problem, answer                       |
-| ``amc23``      | ``AI-MO/aimo-validation-amc`` (train),   | ``amc23.jsonl``       | id, problem, answer, url                  |
-|                | rows whose AoPS ``url`` names ``2023``   |                       |                                           |
-| ``gpqa_diamond`` | ``Idavidrein/gpqa``, config            | ``gpqa_diamond.jsonl``| id, Record ID, Question, Correct Answer,  |
-|                | ``gpqa_diamond`` (train, 198), GATED     |                       | Incorrect Answer 1..3                     |
+| benchmark      | source                                   | columns                                   |
+|----------------|------------------------------------------|-------------------------------------------|
+| ``aime24``     | ``Maxwell-Jia/AIME_2024`` (train, 30)    | id, problem, answer                       |
+| ``amc23``      | ``AI-MO/aimo-validation-amc`` (train),   | id, problem, answer, url                  |
+|                | rows whose AoPS ``url`` names ``2023``   |                                           |
+| ``gpqa_diamond`` | ``Idavidrein/gpqa``, config            | id, Record ID, Question, Correct Answer,  |
+|                | ``gpqa_diamond`` (train, 198), GATED     | Incorrect Answer 1..3                     |
 
-GPQA is gated: staging it from the Hub needs an HF token (``HF_TOKEN``) of an account that
-accepted the dataset's terms. Without network (or for GPQA without access) pass
-``--source-dir DIR`` holding ``<benchmark>.jsonl|.json|.csv|.parquet`` with the source's
-own columns (for GPQA, the ``gpqa_diamond.csv`` of the official release works as is).
-Every staged file gets a ``<benchmark>.meta.json`` (source, row count, sha256).
+A gated source (GPQA) needs an HF token (``HF_TOKEN``) of an account that accepted the
+dataset's terms. Without network (or for GPQA without access) pass ``--source-dir DIR``
+holding ``<benchmark>.jsonl|.json|.csv|.parquet`` with the source's own columns (for GPQA,
+the ``gpqa_diamond.csv`` of the official release works as is). Every staged file gets a
+``<benchmark>.meta.json`` (source, row count, sha256).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable
 
+from sagc.evaluate.normalizers import NORMALIZERS
+from sagc.evaluate.taskcfg import Benchmark, benchmarks
+from sagc.hub_switches import hub_switched_off_reason, offline_switches
 from sagc.io import atomic_write_json, atomic_write_text, read_jsonl
-from sagc.pipeline.hub import hub_switched_off_reason, offline_switches
 
 
 class StageError(RuntimeError):
     """Staging could not produce a cache file; the message says what to do."""
 
-
-def _get(row: dict, name: str, where: str) -> Any:
-    """Column ``name`` of ``row``, matched case-insensitively (sources differ in case)."""
-    if name in row:
-        return row[name]
-    lowered = {str(k).lower(): k for k in row}
-    if name.lower() in lowered:
-        return row[lowered[name.lower()]]
-    raise ValueError(f"{where}: row lacks column {name!r} (has {sorted(map(str, row))})")
-
-
-def _fmt_answer(value: Any) -> str:
-    """Answers as strings; integral floats (AMC's ``142.0``) without the ``.0``."""
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value).strip()
-
-
-def _norm_aime(rows: Iterable[dict], where: str, **_: Any) -> list[dict]:
-    return [
-        {
-            "id": str(_get(r, "ID", where)),
-            "problem": str(_get(r, "Problem", where)),
-            "answer": _fmt_answer(_get(r, "Answer", where)),
-        }
-        for r in rows
-    ]
-
-
-def _norm_amc(rows: Iterable[dict], where: str, year: int = 2023, **_: Any) -> list[dict]:
-    out = []
-    for r in rows:
-        url = str(_get(r, "url", where))
-        if str(year) not in url:
-            continue
-        out.append({
-            "id": str(_get(r, "id", where)),
-            "problem": str(_get(r, "problem", where)),
-            "answer": _fmt_answer(_get(r, "answer", where)),
-            "url": url,
-        })
-    return out
-
-
-GPQA_COLUMNS = ("Record ID", "Question", "Correct Answer",
-                "Incorrect Answer 1", "Incorrect Answer 2", "Incorrect Answer 3")
-
-
-def _norm_gpqa(rows: Iterable[dict], where: str, **_: Any) -> list[dict]:
-    out = []
-    for r in rows:
-        row = {c: str(_get(r, c, where)) for c in GPQA_COLUMNS}
-        out.append({"id": row["Record ID"], **row})
-    return out
-
-
-@dataclass(frozen=True)
-class Benchmark:
-    name: str
-    hub_id: str
-    hub_config: str | None
-    split: str
-    normalize: Callable[..., list[dict]]
-    gated: bool = False
-
-
-BENCHMARKS = {
-    "aime24": Benchmark("aime24", "Maxwell-Jia/AIME_2024", None, "train", _norm_aime),
-    "amc23": Benchmark("amc23", "AI-MO/aimo-validation-amc", None, "train", _norm_amc),
-    "gpqa_diamond": Benchmark(
-        "gpqa_diamond", "Idavidrein/gpqa", "gpqa_diamond", "train", _norm_gpqa, gated=True
-    ),
-}
 
 SOURCE_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
 
@@ -141,15 +71,15 @@ def _offline_message(bench: Benchmark, cache: Path, why: str) -> str:
         f"cannot stage benchmark {bench.name!r}: {why}. Nothing is cached at "
         f"{cache_path(cache, bench.name)}. Stage it on a machine with network access: "
         f"python -m sagc.evaluate stage --benchmarks {bench.name} --cache {cache} "
-        f"(downloads {bench.hub_id}"
-        + (f", config {bench.hub_config}" if bench.hub_config else "")
+        f"(downloads {bench.dataset}"
+        + (f", config {bench.config}" if bench.config else "")
         + f"), then copy {cache} here; or put a local copy at <DIR>/{bench.name}.jsonl|.csv|"
         f".parquet and run: python -m sagc.evaluate stage --benchmarks {bench.name} "
         f"--cache {cache} --source-dir <DIR>"
     )
     if bench.gated:
         msg += (
-            f". {bench.hub_id} is gated: accept its terms on huggingface.co with your account"
+            f". {bench.dataset} is gated: accept its terms on huggingface.co with your account"
             " and export HF_TOKEN before staging from the Hub"
         )
     return msg + "."
@@ -162,19 +92,18 @@ def _download(bench: Benchmark, cache: Path) -> list[dict]:
     import datasets
 
     try:
-        ds = datasets.load_dataset(bench.hub_id, bench.hub_config, split=bench.split)
+        ds = datasets.load_dataset(bench.dataset, bench.config, split=bench.split)
     except Exception as exc:  # network, auth or gating errors all end here
         raise StageError(_offline_message(bench, cache, f"download failed ({type(exc).__name__}: {exc})")) from exc
     return [dict(r) for r in ds]
 
 
-def stage_benchmark(
-    name: str, cache: Path, source_dir: Path | None = None, force: bool = False, amc_year: int = 2023
-) -> Path:
+def stage_benchmark(name: str, cache: Path, source_dir: Path | None = None, force: bool = False) -> Path:
     """Make ``cache/<name>.jsonl``; an existing file is kept unless ``force``."""
-    if name not in BENCHMARKS:
-        raise ValueError(f"unknown benchmark {name!r}; known: {sorted(BENCHMARKS)}")
-    bench = BENCHMARKS[name]
+    known = benchmarks()
+    if name not in known:
+        raise ValueError(f"unknown benchmark {name!r}; known: {sorted(known)}")
+    bench = known[name]
     cache = Path(cache).expanduser().resolve()
     target = cache_path(cache, name)
     if target.is_file() and not force:
@@ -183,9 +112,8 @@ def stage_benchmark(
         src = _find_source(Path(source_dir), name)
         raw, source = _read_local(src), str(src)
     else:
-        raw, source = _download(bench, cache), f"hf://datasets/{bench.hub_id}" + (
-            f"/{bench.hub_config}" if bench.hub_config else "") + f" split={bench.split}"
-    rows = bench.normalize(raw, where=source, year=amc_year)
+        raw, source = _download(bench, cache), bench.source
+    rows = NORMALIZERS[bench.normalizer](raw, where=source, **bench.options)
     if not rows:
         raise StageError(f"benchmark {name!r}: no rows left after normalising {source}")
     ids = [r["id"] for r in rows]
@@ -202,12 +130,10 @@ def stage_benchmark(
     return target
 
 
-def stage(
-    benchmarks: list[str], cache: Path, source_dir: Path | None = None, force: bool = False,
-    amc_year: int = 2023,
-) -> dict[str, Path]:
+def stage(names: list[str], cache: Path, source_dir: Path | None = None, force: bool = False) -> dict[str, Path]:
     """Stage several benchmarks; validates every name before touching anything."""
-    unknown = [b for b in benchmarks if b not in BENCHMARKS]
-    if unknown or not benchmarks:
-        raise ValueError(f"unknown benchmark(s) {unknown}; known: {sorted(BENCHMARKS)}")
-    return {b: stage_benchmark(b, cache, source_dir, force, amc_year) for b in benchmarks}
+    known = benchmarks()
+    unknown = [b for b in names if b not in known]
+    if unknown or not names:
+        raise ValueError(f"unknown benchmark(s) {unknown}; known: {sorted(known)}")
+    return {b: stage_benchmark(b, cache, source_dir, force) for b in names}

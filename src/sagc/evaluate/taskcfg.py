@@ -8,6 +8,14 @@ that folder to lm-eval as its include path. The copy doubles as the record of ex
 was evaluated.
 
 Evaluation never downloads: a missing data file is an error that says how to make it.
+
+What the pipeline needs to know about a task is in its YAML's ``metadata`` (lm-eval keeps
+that mapping as it is): ``sagc_world`` (``tiny`` or ``hub``: the world's default tasks are
+its YAMLs, in file-name order), and for a staged benchmark ``sagc_benchmark`` (its cache name:
+the task reads ``<name>.jsonl``), ``sagc_problems`` (the staged set's size, for the dry run's
+evaluation plan) and ``sagc_source`` (the Hub dataset, config, split, whether it is gated,
+and the normaliser of ``sagc.evaluate.normalizers`` with its options). ``task_metas`` reads
+and checks them; a YAML that lacks one is refused, naming the file and the key.
 """
 
 from __future__ import annotations
@@ -15,15 +23,17 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, ClassVar, Mapping, Optional
 
 import yaml
+from pydantic import Field
+
+from sagc.config_models import Flag, OneOf, Section, Text
+from sagc.evaluate.config import GenerationOverrides
+from sagc.evaluate.normalizers import NORMALIZERS
 
 TASKS_DIR = Path(__file__).parent / "tasks"
-
-#: The embedded default's tasks (tiny world, CPU) and the paper config's tasks.
-LOCAL_TASKS = ("tiny_arith", "tiny_arith_heldout")
-PAPER_TASKS = ("aime24_boxed", "amc23_boxed", "gpqa_diamond_boxed")
+WORLDS = ("tiny", "hub")
 
 
 class MissingDataError(FileNotFoundError):
@@ -46,47 +56,115 @@ _Loader.add_constructor("!function", lambda loader, node: FunctionRef(loader.con
 _Dumper.add_representer(FunctionRef, lambda dumper, ref: dumper.represent_scalar("!function", str(ref)))
 
 
-@dataclass(frozen=True)
-class GenerationOverrides:
-    """Run-level generation settings; ``None`` keeps the task YAML's default.
-
-    ``repeats`` (n samples per problem, for avg@n and pass@n): one n for every task, or a
-    mapping task -> n (tasks it leaves out keep their YAML's n)."""
-
-    max_gen_toks: int | None = None
-    temperature: float | None = None
-    top_p: float | None = None
-    repeats: int | Mapping[str, int] | None = None
-
-    def __post_init__(self) -> None:
-        if self.max_gen_toks is not None and self.max_gen_toks < 1:
-            raise ValueError(f"max_gen_toks must be >= 1, got {self.max_gen_toks}")
-        if self.temperature is not None and self.temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
-        if self.top_p is not None and not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
-        per_task = self.repeats if isinstance(self.repeats, Mapping) else {"*": self.repeats}
-        for task, n in per_task.items():
-            if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
-                where = "repeats" if task == "*" else f"repeats.{task}"
-                raise ValueError(f"{where} must be an integer >= 1, got {n!r}")
-
-    def repeats_for(self, task: str) -> int | None:
-        """The run's n for ``task``, or None to keep the YAML's."""
-        if isinstance(self.repeats, Mapping):
-            return self.repeats.get(task)
-        return self.repeats
-
-
-def task_yaml_paths() -> dict[str, Path]:
+def task_yaml_paths(tasks_dir: Path = TASKS_DIR) -> dict[str, Path]:
     """Map every packaged task name to its YAML file."""
     out = {}
-    for path in sorted(TASKS_DIR.glob("*.yaml")):
+    for path in sorted(Path(tasks_dir).glob("*.yaml")):
         name = load_task_yaml_file(path).get("task")
         if not isinstance(name, str):
             raise ValueError(f"task YAML {path} has no 'task' name")
         out[name] = path
     return out
+
+
+class Benchmark(Section):
+    """A staged benchmark (``metadata.sagc_source``, plus its name): where staging gets it,
+    and how it turns the rows into the columns the task reads (``sagc.evaluate.stage``)."""
+
+    section_key: ClassVar[str] = "metadata.sagc_source"
+    name: Text  # metadata.sagc_benchmark: the cache file is <name>.jsonl
+    dataset: Text = Field(description="Hub dataset id")
+    config: Optional[Text] = None
+    split: Text
+    normalizer: OneOf(tuple(NORMALIZERS)) = Field(description="a function of sagc.evaluate.normalizers")
+    options: dict[Text, Any] = Field({}, description="the normaliser's keyword arguments")
+    gated: Flag = Field(False, description="the Hub asks for accepted terms and a token")
+
+    @property
+    def source(self) -> str:
+        return f"hf://datasets/{self.dataset}" + (f"/{self.config}" if self.config else "") + f" split={self.split}"
+
+
+@dataclass(frozen=True)
+class TaskMeta:
+    """What the pipeline reads from a task YAML's metadata (see the module docstring)."""
+
+    task: str
+    path: Path
+    world: str
+    problems: int | None = None
+    benchmark: Benchmark | None = None
+
+
+def read_task_meta(path: Path) -> TaskMeta:
+    """The metadata of the task YAML ``path``; a missing or wrong key raises a ``ValueError``
+    naming the file and the key."""
+    cfg = load_task_yaml_file(path)
+    meta = cfg.get("metadata") or {}
+
+    def refuse(key: str, why: str) -> ValueError:
+        return ValueError(f"task YAML {path}: metadata.{key} {why}")
+
+    world = meta.get("sagc_world")
+    if world not in WORLDS:
+        raise refuse("sagc_world", f"must be one of {list(WORLDS)} (the world whose tasks it is), got {world!r}")
+    name = meta.get("sagc_benchmark")
+    if name is None:
+        if world == "hub":
+            raise refuse("sagc_benchmark", "is missing: a hub task reads a staged benchmark (its cache name)")
+        return TaskMeta(cfg["task"], Path(path), world)
+    if not isinstance(name, str) or not name:
+        raise refuse("sagc_benchmark", f"must be a benchmark name, got {name!r}")
+    data_files = (cfg.get("dataset_kwargs") or {}).get("data_files")
+    if data_files != {"test": f"{name}.jsonl"}:
+        raise ValueError(f"task YAML {path}: dataset_kwargs.data_files must be {{test: {name}.jsonl}} (the staged "
+                         f"cache of metadata.sagc_benchmark {name!r}), got {data_files!r}")
+    problems = meta.get("sagc_problems")
+    if isinstance(problems, bool) or not isinstance(problems, int) or problems < 1:
+        raise refuse("sagc_problems", f"must be the staged set's problem count (an integer >= 1), got {problems!r}")
+    src = meta.get("sagc_source")
+    if not isinstance(src, dict):
+        raise refuse("sagc_source", "is missing: the Hub source staging reads ({dataset, config, split, "
+                                    "normalizer[, options, gated]})")
+    try:
+        bench = Benchmark.from_dict({**src, "name": name})
+    except ValueError as err:
+        raise ValueError(f"task YAML {path}: {err}") from None
+    return TaskMeta(cfg["task"], Path(path), world, problems, bench)
+
+
+def task_metas(tasks_dir: Path = TASKS_DIR) -> dict[str, TaskMeta]:
+    """Every packaged task's metadata, by task name, in file-name order; two tasks staging
+    one benchmark name from different sources are refused."""
+    metas = {name: read_task_meta(path) for name, path in task_yaml_paths(tasks_dir).items()}
+    seen: dict[str, TaskMeta] = {}
+    for meta in metas.values():
+        if meta.benchmark is None:
+            continue
+        other = seen.setdefault(meta.benchmark.name, meta)
+        if other.benchmark != meta.benchmark:
+            raise ValueError(f"task YAMLs {other.path} and {meta.path}: benchmark {meta.benchmark.name!r} is staged "
+                             "from two different sources (metadata.sagc_source)")
+    return metas
+
+
+def world_tasks(world: str) -> list[str]:
+    """The packaged tasks of ``world`` (``tiny`` or ``hub``): a config's default tasks."""
+    return [name for name, meta in task_metas().items() if meta.world == world]
+
+
+def benchmarks() -> dict[str, Benchmark]:
+    """Every staged benchmark a packaged task reads, by name."""
+    return {m.benchmark.name: m.benchmark for m in task_metas().values() if m.benchmark is not None}
+
+
+def task_benchmarks(tasks: list[str]) -> list[str]:
+    """The benchmarks ``tasks`` read, in task order, each once: what to stage for them."""
+    metas = task_metas()
+    unknown = [t for t in tasks if t not in metas]
+    if unknown:
+        raise ValueError(f"unknown task(s) {unknown}; packaged tasks: {sorted(metas)}")
+    return list(dict.fromkeys(metas[t].benchmark.name for t in tasks if metas[t].benchmark is not None))
 
 
 def load_task_yaml_file(path: Path) -> dict[str, Any]:
@@ -105,16 +183,16 @@ def load_task_config(name: str) -> dict[str, Any]:
     return load_task_yaml_file(paths[name])
 
 
-def stage_hint(benchmark: str, cache: Path) -> str:
-    """The command line that stages ``benchmark`` into ``cache`` (used in error messages)."""
+def stage_hint(bench: Benchmark, cache: Path) -> str:
+    """The command line that stages ``bench`` into ``cache`` (used in error messages)."""
     hint = (
-        f"python -m sagc.evaluate stage --benchmarks {benchmark} --cache {cache}"
+        f"python -m sagc.evaluate stage --benchmarks {bench.name} --cache {cache}"
         " (downloads once; needs network), or add --source-dir DIR to stage from a local copy"
     )
-    if benchmark == "gpqa_diamond":
+    if bench.gated:
         hint += (
-            ". GPQA is gated on the Hugging Face Hub: accept the terms of Idavidrein/gpqa and"
-            " set HF_TOKEN before staging, or pass --source-dir with gpqa_diamond.csv"
+            f". {bench.dataset} is gated on the Hugging Face Hub: accept its terms and"
+            f" set HF_TOKEN before staging, or pass --source-dir with a local copy ({bench.name}.csv, ...)"
         )
     return hint
 
@@ -130,14 +208,15 @@ def resolve_data_files(cfg: dict[str, Any], data_dir: Path) -> dict[str, Any]:
     if cfg.get("dataset_path") != "json" or not isinstance(data_files, dict):
         raise ValueError(f"task {name!r}: expected dataset_path 'json' with a data_files mapping")
     data_dir = Path(data_dir).expanduser().resolve()
-    benchmark = (cfg.get("metadata") or {}).get("sagc_benchmark")
+    metas = task_metas()
+    benchmark = metas[name].benchmark if name in metas else None
     resolved = {}
     for split, rel in data_files.items():
         path = Path(rel) if Path(rel).is_absolute() else data_dir / rel
         if not path.is_file():
             if benchmark:
                 how = stage_hint(benchmark, data_dir)
-                what = f"benchmark {benchmark!r} is not staged"
+                what = f"benchmark {benchmark.name!r} is not staged"
             else:
                 how = "produce the tiny-world data first (the pipeline's tiny data step, sagc.tiny)"
                 what = f"tiny-world split {rel!r} is missing"
@@ -224,9 +303,10 @@ def evaluation_plan(tasks: list[str], gen: GenerationOverrides, limit: int | Non
     """Per task, the generations of one model's evaluation, from the task YAMLs' problem
     counts (``metadata.sagc_problems``), the run's ``limit`` and its generation settings."""
     plans = []
+    metas = task_metas()
     for name in tasks:
         cfg = apply_overrides(load_task_config(name), gen)
-        problems = (cfg.get("metadata") or {}).get("sagc_problems")
+        problems = metas[name].problems
         if problems is None:
             raise ValueError(f"task {name!r} states no metadata.sagc_problems (its problem count)")
         plans.append(TaskPlan(name, min(int(problems), limit or int(problems)), int(cfg.get("repeats", 1)),

@@ -1,5 +1,5 @@
 """What each job of the workflow is told: the trainer's cell config, the evaluation's
-arguments, the aggregation's grid description. Pure functions of the (checked) pipeline
+cell config, the aggregation's grid description. Pure functions of the (checked) pipeline
 config, so Snakemake's params trigger reruns exactly the cells whose inputs changed."""
 
 from __future__ import annotations
@@ -8,6 +8,8 @@ import shlex
 from typing import Any
 
 from sagc.controller import measurement, parse_sizing
+from sagc.evaluate.config import EvalConfig, EvalSettings
+from sagc.evaluate.taskcfg import describe_plan, evaluation_plan, task_benchmarks, world_tasks
 from sagc.pipeline.grid import Cell, Grid
 from sagc.pipeline.launch import pipeline_launch
 
@@ -17,15 +19,6 @@ def base_model_path(config: dict[str, Any], grid: Grid, model: str) -> str:
     if config["world"] == "tiny":
         return f"{grid.root}/models/{model}/base"
     return config["models"][model]["hub_id"]
-
-
-def base_model_eval_flags(config: dict[str, Any], grid: Grid, model: str) -> dict[str, str]:
-    """How ``python -m sagc.evaluate run`` finds a base model: the tiny world's folder, or
-    for the hub world the record ``resolve_hub_model`` wrote (its ``path`` is the local
-    snapshot folder; the evaluation needs a folder, not a hub id)."""
-    if config["world"] == "tiny":
-        return {"model": base_model_path(config, grid, model)}
-    return {"model_json": grid.base_model_json(model)}
 
 
 def train_data_path(grid: Grid) -> str:
@@ -141,24 +134,59 @@ def resolve_accumulation(config: dict[str, Any], cell: Cell) -> tuple[int, int]:
     return ga, step_shapes(shape, algo, (smallest,), processes=processes).shapes[smallest].micro_batch
 
 
+#: Keys of the evaluate block that choose which jobs run, not how one evaluates.
+EVAL_PIPELINE_KEYS = ("base_models",)
+
+
 def eval_settings(config: dict[str, Any]) -> dict[str, Any]:
-    """The evaluate block with the world's defaults filled in."""
+    """The evaluate block with the world's defaults filled in: without ``tasks``, every
+    packaged task of the config's world (``sagc.evaluate.taskcfg.world_tasks``)."""
     ev = dict(config.get("evaluate", {}))
-    ev.setdefault("tasks", ["tiny_arith", "tiny_arith_heldout"] if config["world"] == "tiny"
-                  else ["aime24_boxed", "amc23_boxed", "gpqa_diamond_boxed"])
+    ev.setdefault("tasks", world_tasks(config["world"]))
     return ev
+
+
+def eval_data_dir(config: dict[str, Any], grid: Grid) -> str:
+    """Where the evaluation tasks' data files are: the tiny world's splits, or the staged
+    benchmarks."""
+    return grid.data_dir if config["world"] == "tiny" else f"{grid.data_dir}/benchmarks"
+
+
+def eval_cell_config(config: dict[str, Any], grid: Grid, target: Cell | str,
+                     threads: int | None = None) -> dict[str, Any]:
+    """The resolved config of one evaluation job, in ``sagc.evaluate``'s cell format
+    (``EvalConfig``: every key of the evaluate block but ``EVAL_PIPELINE_KEYS``, defaults
+    filled in, plus the job's model, data, output folder and cell id). ``target`` is a
+    trained cell, or a model name for its base model: the tiny world's folder, or for the
+    hub world the record ``resolve_hub_model`` writes (its ``path`` is the local snapshot
+    folder; the evaluation needs a folder, not a hub id). ``threads``: the job's, when
+    Snakemake gives it other threads than ``evaluate.threads``."""
+    settings = {k: v for k, v in eval_settings(config).items() if k not in EVAL_PIPELINE_KEYS}
+    if threads is not None:
+        settings["threads"] = threads
+    if isinstance(target, Cell):
+        job = {"model": f"{grid.train_dir(target)}/final", "out": grid.eval_dir(target), "cell": target.id}
+    elif config["world"] == "tiny":
+        job = {"model": base_model_path(config, grid, target), "out": grid.base_eval_dir(target),
+               "cell": f"{target}/base"}
+    else:
+        job = {"model_json": grid.base_model_json(target), "out": grid.base_eval_dir(target), "cell": f"{target}/base"}
+    return EvalConfig.from_dict({**settings, **job, "data_dir": eval_data_dir(config, grid)}).model_dump(mode="json")
+
+
+def staged_benchmarks(config: dict[str, Any]) -> list[str]:
+    """The benchmarks the hub world stages: those the evaluated tasks read, in task order
+    (from the task YAMLs' metadata)."""
+    return task_benchmarks(list(eval_settings(config)["tasks"]))
 
 
 def evaluation_plan_line(config: dict[str, Any], grid: Grid) -> str:
     """The dry run's line on the evaluation's size: every evaluated model (cells and base
     models) x its tasks' problems x samples x token cap (``sagc.evaluate.taskcfg``)."""
-    from sagc.evaluate.taskcfg import GenerationOverrides, describe_plan, evaluation_plan
-
     ev = eval_settings(config)
-    gen = GenerationOverrides(max_gen_toks=ev.get("max_gen_toks"), temperature=ev.get("temperature"),
-                              top_p=ev.get("top_p"), repeats=ev.get("repeats"))
+    settings = EvalSettings.from_dict({k: v for k, v in ev.items() if k not in EVAL_PIPELINE_KEYS})
     models = len(list(grid.cells())) + (len(grid.models) if ev.get("base_models", True) else 0)
-    return describe_plan(evaluation_plan(list(ev["tasks"]), gen, ev.get("limit")), models)
+    return describe_plan(evaluation_plan(list(settings.tasks), settings.generation, settings.limit), models)
 
 
 def aggregate_grid(config: dict[str, Any], grid: Grid) -> dict[str, Any]:

@@ -95,15 +95,28 @@ def check_semantics(config: dict[str, Any], source: str) -> None:
 
 
 def _evaluate_problems(config: dict[str, Any]) -> list[str]:
-    """A per-task ``evaluate.repeats`` names only tasks that are evaluated."""
+    """The evaluated tasks are packaged tasks of the config's world (their YAMLs' metadata,
+    ``sagc.evaluate.taskcfg``), and a per-task ``evaluate.repeats`` names only those."""
+    from sagc.evaluate.taskcfg import task_metas
     from sagc.pipeline.cells import eval_settings
 
+    try:
+        metas = task_metas()
+    except ValueError as err:  # a task YAML without the metadata the pipeline reads
+        return [f"config key 'evaluate.tasks': {err}"]
     ev = eval_settings(config)
+    problems = []
+    for task in ev["tasks"]:
+        if task not in metas:
+            problems.append(f"config key 'evaluate.tasks': unknown task {task!r}; packaged tasks: {sorted(metas)}")
+        elif metas[task].world != config["world"]:
+            problems.append(f"config key 'evaluate.tasks': task {task!r} belongs to world {metas[task].world!r} "
+                            f"({metas[task].path.name}), not {config['world']!r}")
     repeats = ev.get("repeats")
-    if not isinstance(repeats, dict):
-        return []
-    return [f"config key 'evaluate.repeats.{task}': not one of the evaluated tasks {list(ev['tasks'])}"
-            for task in sorted(set(repeats) - set(ev["tasks"]))]
+    if isinstance(repeats, dict):
+        problems += [f"config key 'evaluate.repeats.{task}': not one of the evaluated tasks {list(ev['tasks'])}"
+                     for task in sorted(set(repeats) - set(ev["tasks"]))]
+    return problems
 
 
 def _sizing_problems(config: dict[str, Any]) -> list[str]:

@@ -22,45 +22,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
-from typing import Mapping
+
+# The offline switches and how the staging rules clear them (also the rules' import path).
+from sagc.hub_switches import HUB_ACCESS_PREFIX, hub_switched_off_reason, offline_switches
 
 DEFAULT_TRAIN_DATASET = "agentica-org/DeepScaleR-Preview-Dataset"
-
-# The switches that keep huggingface_hub / datasets / transformers off the network.
-HUB_OFFLINE_FLAGS = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")
-# Shell prefix of the staging rules (and of a staging command run by hand in a job shell).
-HUB_ACCESS_PREFIX = "env " + " ".join(f"-u {flag}" for flag in HUB_OFFLINE_FLAGS)
-_TRUE = {"1", "ON", "YES", "TRUE"}
 
 
 class NotStagedError(RuntimeError):
     """A model or dataset the pipeline needs is not available offline."""
-
-
-def offline_switches(environ: Mapping[str, str] | None = None) -> list[str]:
-    """The variables that switch the hub off here (``["TRANSFORMERS_OFFLINE=1 ..."]``), read
-    the way the libraries read them: datasets honours ``HF_DATASETS_OFFLINE``, and
-    huggingface_hub (which does every download) takes ``HF_HUB_OFFLINE`` or, when that is
-    unset or empty, ``TRANSFORMERS_OFFLINE``. Empty: nothing blocks the hub."""
-    env = os.environ if environ is None else environ
-    found = []
-    if env.get("HF_DATASETS_OFFLINE", "").upper() in _TRUE:
-        found.append(f"HF_DATASETS_OFFLINE={env['HF_DATASETS_OFFLINE']}")
-    hub_var = "HF_HUB_OFFLINE" if env.get("HF_HUB_OFFLINE") else "TRANSFORMERS_OFFLINE"
-    if env.get(hub_var, "").upper() in _TRUE:
-        why = " (huggingface_hub reads it as HF_HUB_OFFLINE)" if hub_var == "TRANSFORMERS_OFFLINE" else ""
-        found.append(f"{hub_var}={env[hub_var]}{why}")
-    return found
-
-
-def hub_switched_off_reason(switches: list[str]) -> str:
-    """Why staging did not reach the hub: a switch, not the network, and how to clear it."""
-    return (f"the hub is switched off in this environment by {' and '.join(switches)}; the "
-            f"staging rules clear these switches, and a staging command run by hand must too "
-            f"(prefix it with `{HUB_ACCESS_PREFIX}`)")
 
 
 def prompt_template() -> str:

@@ -36,11 +36,12 @@ from __future__ import annotations
 import importlib.util
 import os
 import shlex
-import socket
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any, Mapping
+
+from sagc.ports import free_port
 
 #: The accelerate config files, one per strategy, relative to the repository.
 ACCELERATE_CONFIGS = Path("configs/accelerate")
@@ -127,7 +128,7 @@ def job_environment(cell: Mapping[str, Any], env: Mapping[str, str] | None = Non
         if not env.get("SLURM_JOB_NODELIST"):
             env["SLURM_JOB_NODELIST"] = _job_nodelist(job)
     if not env.get(PORT_ENV):
-        env[PORT_ENV] = str(PORT_BASE + int(job) % PORT_SPAN if job and job.isdigit() else _free_port())
+        env[PORT_ENV] = str(PORT_BASE + int(job) % PORT_SPAN if job and job.isdigit() else free_port())
     # accelerate launch runs torch's elastic agent: it passes these signals on to the
     # trainers (SIGUSR1 added: SLURM's warning) and waits this long for them to finish the
     # running step and checkpoint before it kills them (torch's default: 30 s)
@@ -160,12 +161,6 @@ def _job_nodelist(job: str) -> str:
     if out.returncode or not nodes:
         raise ValueError(f"cannot find the nodes of SLURM job {job} (squeue: {out.stderr.strip() or 'no output'})")
     return nodes
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def plan_lines(config: Mapping[str, Any], grid: Any, *, repo: str | os.PathLike, cpus_per_node: int) -> list[str]:

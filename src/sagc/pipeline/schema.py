@@ -20,7 +20,13 @@ What the model takes from the code instead of restating it:
   key the trainer accepts is a key the pipeline accepts, and absent keys take the
   trainer's default (no train key but ``TRAIN_FILLED`` is filled in by the schema, so
   adding a trainer default never changes existing cells' configs);
-- the aggregation's defaults from ``sagc.aggregate.grid.Grid``.
+- the aggregation's defaults from ``sagc.aggregate.grid.Grid``;
+- the ``sagc`` and ``sagc_prompt`` blocks (keys, types, ranges, descriptions) from the
+  controllers' config classes (``SAGCConfig``, ``PromptSAGCConfig``), where each key is
+  declared once (``sagc.settings``);
+- the ``evaluate`` block: the evaluation cell's settings (``sagc.evaluate.config.
+  EvalSettings``, the keys of every job's ``eval.json``) with the pipeline's own changes
+  (``EvaluateBlock``).
 
 What a schema cannot express (world-specific keys, sizing names against their variants,
 each policy's hyper-parameters as a whole, every cell's trainer config) is checked by
@@ -33,14 +39,18 @@ import argparse
 import copy
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Literal, Optional, Union
+from typing import Any, Literal, Optional, Union
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from sagc.aggregate.grid import TIME_UNITS
 from sagc.aggregate.grid import Grid as AggregateDefaults
-from sagc.controller import POLICIES, sizing_pattern
+from sagc.config_models import Text
+from sagc.controller import POLICIES, SAGCConfig, sizing_pattern
+from sagc.evaluate.config import EvalSettings
+from sagc.prompt_aware.config import PromptSAGCConfig
+from sagc.settings import block_model
 from sagc.train.config import (
     ALGORITHMS,
     STRATEGIES,
@@ -78,41 +88,14 @@ class ModelSpec(_Block):
         "pip install deepspeed); one accelerate config each under configs/accelerate/."))
 
 
-class SAGCBlock(_Block):
-    """SAGC hyper-parameters (``sagc.SAGCConfig``, which checks them as a whole); fixed-G
-    cells use tau and scope too."""
-
-    candidates: list[int] = Field(None, min_length=1, json_schema_extra={"items": {"type": "integer", "minimum": 2}})
-    tau: float = Field(None, gt=1)
-    delta: float = Field(None, gt=0, lt=1)
-    eta: float = Field(None, gt=0)
-    lambda_max: float = Field(None, gt=0)
-    forgetting: float = Field(None, gt=0, le=1)
-    prior: list[float] = Field(None, min_length=2, max_length=2,
-                               json_schema_extra={"items": {"type": "number", "exclusiveMinimum": 0}})
-    initial: Optional[int] = None
-    radius: int = Field(None, ge=1)
-    scope: Literal["step", "group"] = None
-    counterfactual: bool = Field(
-        None, description="beyond the paper: also update every smaller G from the step's disjoint sub-groups")
-    selection: Literal["lagrangian", "constrained"] = Field(
-        None, description="lagrangian = the paper's score; constrained = largest G whose sampled risk <= delta")
-
-
-class SAGCPromptBlock(SAGCBlock):
-    """Prompt-aware sizings (``sagc.prompt_aware.config.PromptSAGCConfig``, which checks them
-    as a whole; docs/prompt-aware.md): the sagc keys plus the predictor's and the schedule's."""
-
-    long_fraction: float = Field(None, gt=0, lt=1, description="share of prompts deferred to long rounds")
-    queue_rounds: int = Field(None, ge=1, description="rounds' worth of deferred prompts that start a long round")
-    group_size: Optional[int] = Field(None, ge=2, description="null: SAGC per round kind; N: tail batching at G=N")
-    quantile: float = Field(None, ge=0.5, lt=1, description="upper quantile of a rollout's length: the risk score")
-    history_decay: float = Field(None, gt=0, le=1, description="weight of a prompt's older epochs")
-    ridge: float = Field(None, gt=0, description="L2 penalty of the feature regression")
-    prior_strength: float = Field(None, gt=0, description="pseudo-rollouts of the pooled spread")
-    min_between_var: float = Field(None, gt=0, description="floor of the between-prompt variance (log units)")
-    hash_dim: int = Field(None, ge=0, description="hashed edge-token features (0: token count only)")
-    edge_tokens: int = Field(None, ge=0, description="tokens at each prompt edge that are hashed")
+#: The policies' blocks, generated from their config classes' field declarations (type,
+#: range, description: ``sagc.settings.block_model``), every key optional (absent: the
+#: class's default). ``seed`` is left out: each cell's comes from the grid.
+SAGCBlock = block_model(SAGCConfig, "SAGCBlock", base=_Block, exclude=("seed",), doc=(
+    "SAGC hyper-parameters (sagc.SAGCConfig, which checks them as a whole); fixed-G cells use tau and scope too."))
+SAGCPromptBlock = block_model(PromptSAGCConfig, "SAGCPromptBlock", base=_Block, exclude=("seed",), doc=(
+    "Prompt-aware sizings (sagc.prompt_aware.config.PromptSAGCConfig, which checks them as a whole; "
+    "docs/prompt-aware.md): the sagc keys plus the predictor's and the schedule's."))
 
 
 #: The typed model of a policy's block, where this module has one (others: the config
@@ -180,20 +163,15 @@ class LaunchBlock(_Block):
         "Every step's P x G rollouts must split evenly across all processes."))
 
 
-class EvaluateBlock(_Block):
-    backend: Literal["hf", "vllm"] = "hf"
-    tasks: list[str] = Field(None, min_length=1)
-    limit: Optional[int] = Field(None, ge=1, json_schema_extra=FILL_NULL)
-    max_gen_toks: int = Field(None, ge=1)
-    batch_size: Union[int, str] = None
-    temperature: float = Field(None, ge=0)
-    top_p: float = Field(None, gt=0, le=1)
-    repeats: Union[Annotated[int, Field(ge=1)], dict[str, Annotated[int, Field(ge=1)]]] = Field(
-        None, description=("samples per problem n (avg@n and pass@n, from the same samples): one n for every "
-                           "task, or task -> n (others keep their task YAML's n); use with temperature > 0"))
-    tensor_parallel_size: int = Field(None, ge=1)
-    gpu_memory_utilization: float = Field(None, gt=0, le=1)
-    max_model_len: int = Field(None, ge=1)
+class EvaluateBlock(EvalSettings):
+    """How every model is evaluated: the evaluation cell's settings
+    (``sagc.evaluate.config.EvalSettings``) with only the pipeline's own changes: ``tasks``
+    defaults to the world's, ``threads`` to the evaluation job's one thread, and
+    ``base_models`` chooses the jobs."""
+
+    tasks: list[Text] = Field(None, min_length=1, description=(
+        "packaged task names (python -m sagc.evaluate tasks); default: every task of the config's world"))
+    threads: PositiveInt = Field(1, description="torch CPU threads of an evaluation job (its rule's threads)")
     base_models: bool = Field(True, description="evaluate the base models as the reference row")
 
 

@@ -12,14 +12,24 @@ seeded with ``seed + 1`` so their Thompson draws are independent.
 
 Without a schedule attached (``attach``), every round counts as short: the policy is then
 the plain SAGC controller.
+
+Both ``sagc-prompt`` sizers supply their tail-batching stream through the ``GroupSizer``
+hook ``prompt_stream``: ``PromptAwareSAGC`` (the hybrid) attaches the stream it returns;
+``TailBatchedFixedGroupSize`` (``group_size`` set: tail batching alone) is the fixed
+baseline with that stream. ``build_prompt_sagc`` is the registry's builder of the two.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Iterable, Protocol
+from typing import Any, Iterable, Protocol, Sequence
 
-from sagc.controller.sagc import SAGCConfig, SAGCController, StepRecord
+import numpy as np
+
+from sagc.controller.sagc import FixedGroupSize, GroupSizer, SAGCConfig, SAGCController, StepRecord
+from sagc.prompt_aware.config import PromptSAGCConfig
+from sagc.prompt_aware.schedule import TailBatchingStream
+from sagc.prompts import PromptStream
 
 STATE_VERSION = 1
 
@@ -28,10 +38,23 @@ class RoundSchedule(Protocol):
     def next_round_long(self) -> bool: ...
 
 
-class PromptAwareSAGC:
-    """Two SAGC controllers, one per round kind (module docstring)."""
+def tail_batching(config: PromptSAGCConfig, base: PromptStream, token_ids: Sequence[Sequence[int]] | None = None,
+                  features: np.ndarray | None = None) -> TailBatchingStream:
+    """The tail-batching stream of a ``sagc_prompt`` block over ``base``'s prompts and seed;
+    the predictor's features are ``features`` if given, else those of ``token_ids`` (the
+    token ids, or a function returning them)."""
+    if features is None and token_ids is not None:
+        features = config.features(token_ids() if callable(token_ids) else token_ids)
+    return config.schedule(base.n, base.seed, base.shuffle, features=features)
 
-    def __init__(self, config: SAGCConfig | None = None, schedule: RoundSchedule | None = None) -> None:
+
+class PromptAwareSAGC(GroupSizer):
+    """Two SAGC controllers, one per round kind (module docstring); ``tail``, the
+    ``sagc_prompt`` block whose tail-batching stream ``prompt_stream`` supplies (None: the
+    plain stream)."""
+
+    def __init__(self, config: SAGCConfig | None = None, schedule: RoundSchedule | None = None,
+                 tail: PromptSAGCConfig | None = None) -> None:
         self.config = config if config is not None else SAGCConfig()
         self.short = SAGCController(self.config)
         self.long = SAGCController(replace(self.config, seed=self.config.seed + 1))
@@ -41,10 +64,20 @@ class PromptAwareSAGC:
         self.n_stragglers = 0
         self._active: SAGCController | None = None
         self.round_long = False
+        self.tail = tail
 
     def attach(self, schedule: RoundSchedule) -> None:
         """The prompt stream whose round kinds choose the controller."""
         self.schedule = schedule
+
+    def prompt_stream(self, base: PromptStream, token_ids: Sequence[Sequence[int]] | None = None,
+                      features: np.ndarray | None = None) -> PromptStream:
+        """The tail-batching stream (``tail_batching``), attached; ``base`` without ``tail``."""
+        if self.tail is None:
+            return base
+        stream = tail_batching(self.tail, base, token_ids, features)
+        self.attach(stream)
+        return stream
 
     @property
     def max_group_size(self) -> int:
@@ -110,3 +143,24 @@ class PromptAwareSAGC:
 
     def __repr__(self) -> str:
         return f"PromptAwareSAGC({self.config})"
+
+
+class TailBatchedFixedGroupSize(FixedGroupSize):
+    """Tail batching alone: the fixed baseline at ``tail.group_size`` (its records and state
+    too), drawing its prompts from the tail-batching stream."""
+
+    def __init__(self, tail: PromptSAGCConfig) -> None:
+        super().__init__(tail.group_size, tau=tail.sagc.tau, scope=tail.sagc.scope)
+        self.tail = tail
+
+    def prompt_stream(self, base: PromptStream, token_ids: Sequence[Sequence[int]] | None = None,
+                      features: np.ndarray | None = None) -> PromptStream:
+        return tail_batching(self.tail, base, token_ids, features)
+
+
+def build_prompt_sagc(config: PromptSAGCConfig) -> GroupSizer:
+    """The registry's builder of the ``sagc-prompt`` sizings: the hybrid, or tail batching
+    alone at a fixed G when the block sets ``group_size``."""
+    if config.group_size is not None:
+        return TailBatchedFixedGroupSize(config)
+    return PromptAwareSAGC(config.sagc, tail=config)

@@ -36,9 +36,13 @@ import math
 import zlib
 from statistics import NormalDist
 from dataclasses import asdict, dataclass
-from typing import Any, Iterable, Sequence
+from typing import Annotated, Any, Iterable, Sequence
 
 import numpy as np
+from pydantic import Field
+
+from sagc.config_models import Number
+from sagc.settings import check
 
 STATE_VERSION = 1
 
@@ -59,26 +63,21 @@ class PredictorConfig:
     - ``prior_strength`` [4.0]: pseudo-rollouts of the pooled spread in a prompt's own spread.
     - ``min_between_var`` [0.01]: floor of the between-prompt variance (log units; 0.1 in sd),
       so early estimates never shrink every prompt fully onto the feature model.
+
+    Each field's type, range and meaning are declared once, here (``sagc.settings``): they are
+    checked on construction and make these keys of the pipeline's ``sagc_prompt`` block.
     """
 
-    quantile: float = 0.9
-    history_decay: float = 0.5
-    ridge: float = 1.0
-    prior_strength: float = 4.0
-    min_between_var: float = 0.01
+    quantile: Annotated[Number(ge=0.5, lt=1), Field(
+        description="upper quantile of a rollout's length: the risk score")] = 0.9
+    history_decay: Annotated[Number(gt=0, le=1), Field(description="weight of a prompt's older epochs")] = 0.5
+    ridge: Annotated[Number(gt=0), Field(description="L2 penalty of the feature regression")] = 1.0
+    prior_strength: Annotated[Number(gt=0), Field(description="pseudo-rollouts of the pooled spread")] = 4.0
+    min_between_var: Annotated[Number(gt=0), Field(
+        description="floor of the between-prompt variance (log units)")] = 0.01
 
     def __post_init__(self) -> None:
-        for key in ("quantile", "history_decay", "ridge", "prior_strength", "min_between_var"):
-            v = getattr(self, key)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-                raise ValueError(f"sagc_prompt.{key} must be a finite number, got {v!r}")
-        if not 0.5 <= self.quantile < 1.0:
-            raise ValueError(f"sagc_prompt.quantile must lie in [0.5, 1), got {self.quantile!r}")
-        if not 0.0 < self.history_decay <= 1.0:
-            raise ValueError(f"sagc_prompt.history_decay must lie in (0, 1], got {self.history_decay!r}")
-        for key in ("ridge", "prior_strength", "min_between_var"):
-            if not getattr(self, key) > 0:
-                raise ValueError(f"sagc_prompt.{key} must be > 0, got {getattr(self, key)!r}")
+        check(self, "sagc_prompt")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -40,7 +40,7 @@ import numpy as np
 
 from sagc.prompt_aware.config import DEFAULT_LONG_FRACTION, DEFAULT_QUEUE_ROUNDS
 from sagc.prompt_aware.predictor import PromptLengthPredictor
-from sagc.train.prompts import PromptStream
+from sagc.prompts import PromptStream
 
 STATE_VERSION = 1
 

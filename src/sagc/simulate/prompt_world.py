@@ -2,9 +2,9 @@
 
 The parametric pool of ``sagc.simulate.sources`` draws fresh prompt scales every step: no
 prompt ever recurs, so nothing about a prompt can be learned. Here a run trains on a fixed
-set of ``n_prompts`` prompts for several epochs, drawn by a prompt stream (the trainer's
-``PromptStream`` or the ``TailBatchingStream``), and the lengths of a prompt's rollouts
-depend on the prompt:
+set of ``n_prompts`` prompts for several epochs, drawn by the policy's prompt stream (its
+``prompt_stream`` hook, as in the trainer: the plain ``PromptStream``, or tail batching for
+``sagc-prompt*``), and the lengths of a prompt's rollouts depend on the prompt:
 
 - ``PromptWorld`` (parametric): prompt ``i`` has a fixed log-scale ``z_i ~ N(0,
   prompt_sigma^2)`` on top of ``ParametricLengthConfig``'s drifting median, body and
@@ -33,13 +33,12 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from sagc.controller import make_group_sizer
-from sagc.prompt_aware.config import PromptSAGCConfig
+from sagc.controller import GroupSizer, parse_sizing
+from sagc.prompts import PromptStream
 from sagc.simulate.config import ParametricLengthConfig, ThroughputConfig
 from sagc.simulate.engine import SizingResult, step_costs
 from sagc.trace import TraceStep, read_trace
-from sagc.simulate.suite import BASE_SAGC, VARIANTS, mean_ci
-from sagc.train.prompts import PromptStream
+from sagc.simulate.suite import VARIANTS, base_sagc, mean_ci
 
 #: The prompt-heterogeneous world: the suite's tiny-world scale (median 40 tokens, cap 480),
 #: with prompt scales spread as much as the tiny world's problem sizes (2-5 steps: 21-45
@@ -154,13 +153,17 @@ class PromptReplay:
 
 
 @dataclass(frozen=True)
-class Policy:
-    """A sizing plus a prompt schedule: ``sizing`` is a grid name, ``tail`` turns on tail batching."""
+class Arm:
+    """One policy of the comparison: a sizing name of the registry (default: ``name``),
+    built from the suite's blocks as a grid cell of that name is. ``stream`` names another
+    sizing whose prompt stream it draws from instead of its own (an ablation)."""
 
     name: str
-    sizing: str
-    tail: bool = False
-    variant: dict[str, Any] = field(default_factory=dict)
+    sizing: str | None = None
+    stream: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "sizing", self.sizing or self.name)
 
 
 #: What the comparison runs, named like the grid's cells: fixed G and the SAGC variants on
@@ -168,28 +171,31 @@ class Policy:
 #: (``sagc-prompt``, and ``-fast`` with the fast variant's options); and an ablation that
 #: runs one SAGC (fast) over the tail-batched rounds, without a posterior per round kind.
 POLICIES = (
-    Policy("g16", "g16"), Policy("g8", "g8"), Policy("g4", "g4"),
-    Policy("sagc", "sagc"), Policy("sagc-fast", "sagc-fast", variant=VARIANTS["sagc-fast"]),
-    Policy("sagc-prompt-g16", "g16", tail=True), Policy("sagc-prompt-g8", "g8", tail=True),
-    Policy("sagc-fast-tail", "sagc-fast", tail=True, variant=VARIANTS["sagc-fast"]),
-    Policy("sagc-prompt", "sagc-prompt", tail=True),
-    Policy("sagc-prompt-fast", "sagc-prompt", tail=True, variant=VARIANTS["sagc-fast"]),
+    Arm("g16"), Arm("g8"), Arm("g4"), Arm("sagc"), Arm("sagc-fast"),
+    Arm("sagc-prompt-g16"), Arm("sagc-prompt-g8"),
+    Arm("sagc-fast-tail", "sagc-fast", stream="sagc-prompt"),
+    Arm("sagc-prompt"), Arm("sagc-prompt-fast"),
 )  # fmt: skip
 
+#: The variants the arms name, in a pipeline config's variants blocks (configs/prompt.yaml).
+VARIANT_BLOCKS = {
+    "sagc_variants": {"fast": VARIANTS["sagc-fast"]},
+    "sagc_prompt_variants": {"fast": VARIANTS["sagc-fast"], "g16": {"group_size": 16}, "g8": {"group_size": 8}},
+}
 
-def build(policy: Policy, world, seed: int, sagc: dict[str, Any], long_fraction: float):
-    """The (group sizer, prompt stream) of a policy in a world, seeded with ``seed``;
-    tail-batched ones are built from a ``sagc_prompt`` block, as the trainer builds them."""
-    block = {**sagc, **policy.variant, "seed": seed}
-    if not policy.tail:
-        return make_group_sizer(policy.sizing, block), PromptStream(world.n, seed)
-    cfg = PromptSAGCConfig.from_dict({**block, "long_fraction": long_fraction})
-    stream = cfg.schedule(world.n, seed, features=world.features())
-    if policy.sizing == "sagc-prompt":
-        sizer = cfg.build()
-        sizer.attach(stream)
-        return sizer, stream
-    return make_group_sizer(policy.sizing, block), stream
+
+def build(arm: Arm, world, base: PromptStream, blocks: dict[str, Any]) -> tuple[GroupSizer, PromptStream]:
+    """The (group sizer, prompt stream) of an arm in a world, seeded with ``base``'s seed,
+    as the trainer builds a cell's: the sizer's ``prompt_stream`` over the plain ``base``
+    (``blocks``: a pipeline config's ``sagc``, ``sagc_prompt`` and variants blocks)."""
+
+    def sizer_of(name: str) -> GroupSizer:
+        parsed = parse_sizing(name)
+        return parsed.build(parsed.cell_block(blocks), seed=base.seed)
+
+    sizer = sizer_of(arm.sizing)
+    source = sizer if arm.stream is None else sizer_of(arm.stream)
+    return sizer, source.prompt_stream(base, features=world.features())
 
 
 def run_policy(sizer, stream, world, steps: int, prompts: int, tp: ThroughputConfig, name: str) -> SizingResult:
@@ -198,14 +204,13 @@ def run_policy(sizer, stream, world, steps: int, prompts: int, tp: ThroughputCon
     sizes, flags, ratios, long_rounds = [], [], [], []
     costs: dict[str, list] = {k: [] for k in ("rollout_s", "train_s", "step_s", "tokens", "padded_tokens", "max_len")}
     for t in range(steps):
-        long = stream.next_round_long() if hasattr(stream, "next_round_long") else False
         g = sizer.next_group_size()
         idx = stream.take(prompts)
+        long = stream.round_long  # the kind of the round just drawn (the trainer reads it so)
         block = np.stack([world.lengths(t, i, visits[i], g) for i in idx])
         visits[idx] += 1
         rec = sizer.observe(block)
-        if hasattr(stream, "observe"):
-            stream.observe(idx, block)
+        stream.observe(idx, block)
         c = step_costs(block[None], tp)
         for k in costs:
             costs[k].append(float(getattr(c, k)[0]))
@@ -226,9 +231,14 @@ def run_policy(sizer, stream, world, steps: int, prompts: int, tp: ThroughputCon
 # ----------------------------------------------------------------------- comparison
 
 
-#: The controller settings of the prompt-aware study (docs/prompt-aware.md): the controller
-#: study's, at the eta it was measured with, so that its command reproduces its tables.
-PROMPT_SAGC = {**BASE_SAGC, "eta": 2.0}
+#: The prompt-aware study (docs/prompt-aware.md) runs the controller study's settings at the
+#: eta it was measured with, so that its command reproduces its tables.
+PROMPT_ETA = 2.0
+
+
+def prompt_sagc() -> dict[str, Any]:
+    """The prompt-aware study's controller settings."""
+    return {**base_sagc(), "eta": PROMPT_ETA}
 
 
 @dataclass(frozen=True)
@@ -240,9 +250,9 @@ class PromptSuite:
     steps: int = 128
     prompts: int = 4
     seeds: int = 100
-    sagc: dict[str, Any] = field(default_factory=lambda: dict(PROMPT_SAGC))
+    sagc: dict[str, Any] = field(default_factory=prompt_sagc)
     long_fraction: float = 0.25
-    policies: tuple[Policy, ...] = POLICIES
+    policies: tuple[Arm, ...] = POLICIES
     throughput: ThroughputConfig = field(default_factory=ThroughputConfig)
     reference: str = "g16"
 
@@ -252,15 +262,21 @@ class PromptSuite:
         if self.reference not in {p.name for p in self.policies}:
             raise ValueError(f"reference {self.reference!r} is not one of the policies")
 
+    def blocks(self) -> dict[str, Any]:
+        """The arms' config blocks, shaped like a pipeline config's."""
+        return {"sagc": self.sagc, "sagc_prompt": {"long_fraction": self.long_fraction}, **VARIANT_BLOCKS}
+
 
 def run_seed(suite: PromptSuite, seed: int) -> list[dict[str, Any]]:
     """One row per policy: costs, straggler rate, mean G, and speed-ups over the reference."""
     world = suite.world(seed)
     rows = []
     for p in suite.policies:
-        sizer, stream = build(p, world, seed, suite.sagc, suite.long_fraction)
+        base = PromptStream(world.n, seed)
+        sizer, stream = build(p, world, base, suite.blocks())
         r = run_policy(sizer, stream, world, suite.steps, suite.prompts, suite.throughput, p.name)
         long = r.extra["long_round"]
+        tail = stream is not base  # the policy orders the prompts: rates per round kind
         rows.append({
             "world": suite.name, "seed": seed, "policy": p.name,
             "decode_steps": float(r.extra["decode_steps"].sum()),
@@ -269,8 +285,8 @@ def run_seed(suite: PromptSuite, seed: int) -> list[dict[str, Any]]:
             "mean_group_size": float(r.group_size.mean()),
             "mean_log2_g": float(np.log2(r.group_size).mean()),
             "long_share": float(long.mean()),
-            "straggler_rate_long": float(r.straggler[long].mean()) if p.tail and long.any() else math.nan,
-            "straggler_rate_short": float(r.straggler[~long].mean()) if p.tail and (~long).any() else math.nan,
+            "straggler_rate_long": float(r.straggler[long].mean()) if tail and long.any() else math.nan,
+            "straggler_rate_short": float(r.straggler[~long].mean()) if tail and (~long).any() else math.nan,
         })  # fmt: skip
     ref = next(r for r in rows if r["policy"] == suite.reference)
     for r in rows:
@@ -355,6 +371,6 @@ def replay_suite(trace: str, seeds: int = 50, steps: int = 64, **kw) -> PromptSu
                        steps=steps, seeds=seeds, **kw)  # fmt: skip
 
 
-__all__ = ["HETERO", "POLICIES", "Policy", "PromptReplay", "PromptSuite", "PromptWorld", "PromptWorldConfig",
-           "build", "hetero_suite", "markdown_table", "paired_ratio", "replay_suite",
+__all__ = ["HETERO", "POLICIES", "VARIANT_BLOCKS", "Arm", "PromptReplay", "PromptSuite", "PromptWorld",
+           "PromptWorldConfig", "build", "hetero_suite", "markdown_table", "paired_ratio", "replay_suite",
            "run", "run_policy", "run_seed", "summarize", "write"]  # fmt: skip

@@ -46,8 +46,26 @@ from sagc.simulate.sources import CachedSource
 #: Margin over delta within which a run counts as settled (and a 16-step run must end).
 SETTLE_MARGIN = 0.05
 
-#: The controller's base settings: the pipeline's default grid (configs/default.yaml).
-BASE_SAGC = {"candidates": [4, 8, 16], "tau": 2.5, "delta": 0.3, "eta": 4.0}
+#: The pipeline config whose controller the suite studies: the default grid's, read from it.
+GRID_CONFIG = Path(__file__).resolve().parents[3] / "configs" / "default.yaml"
+#: The keys of its ``sagc`` block the suite takes (the others: ``SAGCConfig``'s defaults).
+BASE_KEYS = ("candidates", "tau", "delta", "eta")
+
+
+def base_sagc(config: str | Path = GRID_CONFIG) -> dict[str, Any]:
+    """The controller's base settings: ``BASE_KEYS`` of the ``sagc`` block of ``config``."""
+    import yaml
+
+    path = Path(config)
+    if not path.is_file():
+        raise ValueError(f"the suite's controller settings come from a pipeline config; {path} does not "
+                         "exist (pass --grid-config)")
+    block = (yaml.safe_load(path.read_text()) or {}).get("sagc") or {}
+    missing = [k for k in BASE_KEYS if k not in block]
+    if missing:
+        raise ValueError(f"{path}: the sagc block lacks {missing}")
+    return {k: block[k] for k in BASE_KEYS}
+
 
 #: The variants compared: the paper's controller, each option alone, and both.
 VARIANTS: dict[str, dict[str, Any]] = {
@@ -83,7 +101,7 @@ class SuiteConfig:
     steps: tuple[int, ...] = (16, 64)
     seeds: int = 200
     prompts: int = 4
-    sagc: dict[str, Any] = field(default_factory=lambda: dict(BASE_SAGC))
+    sagc: dict[str, Any] = field(default_factory=base_sagc)
     variants: dict[str, dict[str, Any]] = field(default_factory=lambda: dict(VARIANTS))
     worlds: tuple[str, ...] = tuple(WORLDS)
     traces: tuple[str, ...] = ()

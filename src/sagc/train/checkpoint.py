@@ -6,13 +6,18 @@ step records, ``sagc.train.records``) in ``sagc_state.json``, written last and a
 its presence marks a checkpoint complete (a kill during the write leaves the previous
 checkpoint the newest complete one). Checkpoints only fall on step boundaries, so a resumed
 run regenerates exactly the rollouts the killed one would have.
+
+The resume policy is here too (``resume_point``): a cell resumes only from a complete
+checkpoint of its own config (``config_fingerprint``, stamped beside the checkpoints), and
+a finished run found without its ``done.json`` (a forced rerun) starts over.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from sagc.io import atomic_write_text
 
@@ -20,6 +25,10 @@ STATE_FILE = "sagc_state.json"
 #: 3: step records time the generation call's post-processing apart (``post_s``);
 #: 2: the step records in one form (``steps``); 1 kept history, rows and trace apart.
 STATE_VERSION = 3
+#: Beside the checkpoints: the config fingerprint and state version they were written by.
+CONFIG_STAMP = "config_fingerprint"
+
+log = logging.getLogger("sagc.train")
 
 
 def write_state(checkpoint: str | Path, state: dict[str, Any]) -> Path:
@@ -51,3 +60,69 @@ def latest_complete_checkpoint(checkpoint_dir: Path) -> Path | None:
         if suffix.isdigit() and (d / STATE_FILE).is_file():
             found.append((int(suffix), d))
     return max(found)[1] if found else None
+
+
+def config_fingerprint(cfg: Any) -> str:
+    """A digest of the whole resolved cell config: checkpoints and done.json are only
+    reused by the config that wrote them."""
+    import hashlib
+
+    return hashlib.sha256(json.dumps(cfg.to_dict(), sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def discard_stale_checkpoints(checkpoint_dir: Path, fingerprint: str) -> None:
+    """Resume only from checkpoints of this exact config and state format. When a rerun
+    changes the cell (Snakemake's params trigger: a new learning rate, more steps, another
+    tau), the old run's checkpoints would otherwise be resumed as if they were this run's;
+    checkpoints of an older ``sagc_state.json`` version cannot be resumed at all."""
+    import shutil
+
+    stamp = checkpoint_dir / CONFIG_STAMP
+    expected = f"{fingerprint} sagc_state-v{STATE_VERSION}"
+    if checkpoint_dir.is_dir() and any(checkpoint_dir.glob("checkpoint-*")):
+        if not stamp.is_file() or stamp.read_text().strip() != expected:
+            log.warning("checkpoints in %s belong to another config of this cell (or an older "
+                        "checkpoint format): starting fresh", checkpoint_dir)
+            shutil.rmtree(checkpoint_dir)
+    checkpoint_dir.mkdir(parents=True, exist_ok=True)
+    stamp.write_text(expected + "\n")
+
+
+def is_final_checkpoint(checkpoint: Path) -> bool:
+    """True when ``checkpoint`` was saved at the last step of its run (TRL's
+    ``trainer_state.json``: ``global_step`` reached ``max_steps``)."""
+    state_path = Path(checkpoint) / "trainer_state.json"
+    if not state_path.is_file():
+        return False
+    state = json.loads(state_path.read_text())
+    return 0 < int(state.get("max_steps", 0)) <= int(state.get("global_step", 0))
+
+
+def resume_point(out: Path, fingerprint: str, cell_id: str, leftovers: Sequence[Path] = ()) -> Path | None:
+    """The checkpoint an interrupted run of this config resumes from, or ``None`` to train
+    from scratch.
+
+    Resuming is for an interrupted run. A finished run's newest checkpoint is its last
+    step; finding it without a ``done.json`` means the finished cell is being rerun on
+    purpose (``snakemake -f`` removes ``done.json`` and ``final/`` first), and resuming
+    would train zero steps and return the old numbers. So a finished run's checkpoints and
+    ``leftovers`` (files or folders: its length trace, its W&B run files) go, and the cell
+    starts over.
+    """
+    import shutil
+
+    checkpoint_dir = out / "checkpoints"
+    discard_stale_checkpoints(checkpoint_dir, fingerprint)
+    checkpoint = latest_complete_checkpoint(checkpoint_dir)
+    if checkpoint is None or not is_final_checkpoint(checkpoint):
+        return checkpoint
+    log.warning("cell %s: %s is the last step of a finished run whose done.json is gone "
+                "(a forced rerun): training again from scratch", cell_id, checkpoint)
+    shutil.rmtree(checkpoint_dir)
+    for path in map(Path, leftovers):  # the old run's files would sit next to the new ones
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
+    discard_stale_checkpoints(checkpoint_dir, fingerprint)  # recreates the folder and stamp
+    return None

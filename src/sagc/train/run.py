@@ -4,12 +4,12 @@ Order of work, so that a bad cell fails in a second and a killed one resumes:
 
 1. validate the config (``TrainConfig``; vLLM requested but missing fails here);
 2. check the model is reachable (a local folder, or a hub id in the local cache when
-   ``HF_HUB_OFFLINE=1``) and load the tokenizer and the training JSONL;
+   ``HF_HUB_OFFLINE=1``) and load the tokenizer and the training JSONL (``sagc.train.data``);
 3. if ``<output_dir>/done.json`` exists the cell is finished: nothing to do;
 4. resume from the newest complete checkpoint under ``<output_dir>/checkpoints`` if the
    run was interrupted; a run whose newest checkpoint is its last step had finished
    (its ``done.json`` was removed: ``snakemake -f`` deletes a job's outputs before
-   rerunning it), so the cell trains again from scratch;
+   rerunning it), so the cell trains again from scratch (``sagc.train.checkpoint``);
 5. train, save ``<output_dir>/final`` (model + tokenizer), write ``done.json`` last.
 
 Under ``accelerate launch`` (``launch.processes`` > 1) every rank runs this; rank 0 alone
@@ -30,15 +30,18 @@ import json
 import logging
 import os
 import sys
-import warnings
 from pathlib import Path
 from typing import Any
 
-from sagc.io import atomic_write_json, read_jsonl
+from sagc.io import atomic_write_json
 from sagc.metrics import CELL_KEYS, COST, in_second_half
+from sagc.ports import free_port
+from sagc.prompts import PromptStream
 from sagc.tokenizers import save_tokenizer
 from sagc.trace import write_trace
+from sagc.train.checkpoint import config_fingerprint, resume_point
 from sagc.train.config import TrainConfig, load_config
+from sagc.train.data import check_model_source, load_prompts, load_tokenizer
 
 log = logging.getLogger("sagc.train")
 
@@ -49,7 +52,6 @@ PREEMPTED_EXIT = 75
 #: The signals that end a run at the next step boundary, checkpointed.
 STOP_SIGNALS = ("SIGTERM", "SIGUSR1")
 LENGTHS_FILE = "lengths.jsonl"
-CONFIG_STAMP = "config_fingerprint"
 
 
 # -- environment and inputs ---------------------------------------------------------------
@@ -63,77 +65,15 @@ def set_job_env(cfg: TrainConfig) -> Path:
     os.environ.setdefault("WANDB_X_DISABLE_STATS", "true")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("MPLCONFIGDIR", str(Path(cfg.output_dir) / ".mplconfig"))
+    if cfg.device.use_vllm and "MASTER_PORT" not in os.environ:
+        # A one-process cell's colocated engine rendezvous: TRL takes the first free port of
+        # a fixed list (29500, ...), so two cells started together on one machine both take
+        # 29500 and one fails with EADDRINUSE. A port of this job's own avoids that.
+        os.environ["MASTER_PORT"] = str(free_port())
     return wandb_dir
 
 
-def check_model_source(path: str) -> None:
-    """A local model folder, or a hub id that is cached when running offline."""
-    p = Path(path)
-    looks_local = p.is_absolute() or path.startswith(".") or path.count("/") != 1 or p.exists()
-    if looks_local:
-        if not (p / "config.json").is_file():
-            raise ValueError(f"model.path {path} is not a model folder (no config.json)")
-        return
-    from huggingface_hub import constants, try_to_load_from_cache
-
-    offline = constants.HF_HUB_OFFLINE or os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
-    if offline and not isinstance(try_to_load_from_cache(path, "config.json"), str):
-        raise ValueError(f"model {path} is not in the local cache; run with network or set HF_HOME")
-
-
-def load_tokenizer(cfg: TrainConfig):
-    """The cell's tokenizer (``sagc.tokenizers``), left-padded for generation."""
-    from sagc.tokenizers import load_tokenizer as load
-
-    return load(cfg.model.tokenizer or cfg.model.path, revision=cfg.model.revision,
-                trust_remote_code=cfg.model.trust_remote_code, padding_side="left")
-
-
-def load_prompts(cfg: TrainConfig, tokenizer):
-    """The training JSONL as a ``datasets.Dataset``; prompts longer than
-    ``train.max_prompt_length`` tokens are left out (counted in done.json)."""
-    from datasets import Dataset
-
-    path = Path(cfg.data.train)
-    if not path.is_file():
-        raise ValueError(f"data.train file {path} does not exist")
-    rows = []
-    for i, row in read_jsonl(path):
-        prompt = row.get(cfg.data.prompt_column) if isinstance(row, dict) else None
-        if not isinstance(prompt, str) or not prompt:
-            raise ValueError(f"{path}:{i}: no string column {cfg.data.prompt_column!r}")
-        if cfg.data.prompt_column != "prompt":
-            row["prompt"] = row.pop(cfg.data.prompt_column)
-        rows.append(row)
-    if not rows:
-        raise ValueError(f"data.train file {path} holds no rows")
-    if "correctness" in cfg.rewards and any("answer" not in r for r in rows):
-        raise ValueError(f"{path}: the correctness reward needs an 'answer' column in every row")
-    lengths = [len(ids) for ids in tokenizer([r["prompt"] for r in rows])["input_ids"]]
-    kept = [r for r, n in zip(rows, lengths) if n <= cfg.train.max_prompt_length]
-    if not kept:
-        raise ValueError(f"{path}: every prompt is longer than train.max_prompt_length="
-                         f"{cfg.train.max_prompt_length} tokens")
-    if len(kept) < len(rows):
-        warnings.warn(f"{len(rows) - len(kept)} of {len(rows)} prompts exceed train.max_prompt_length="
-                      f"{cfg.train.max_prompt_length} tokens and are left out", RuntimeWarning, stacklevel=2)
-    return Dataset.from_list(kept), len(rows) - len(kept)
-
-
 # -- the run ------------------------------------------------------------------------------
-
-
-def prompt_schedule(cfg: TrainConfig, dataset, tokenizer, args):
-    """The tail-batching prompt stream of a ``sagc-prompt`` cell (None: the trainer's plain
-    stream). Its predictor's features come from the tokenized prompts."""
-    from sagc.prompt_aware.config import PromptSAGCConfig
-
-    policy = cfg.sizing.policy_config(cfg.train.seed)
-    if not isinstance(policy, PromptSAGCConfig):
-        return None
-    token_ids = tokenizer(list(dataset["prompt"]), add_special_tokens=False)["input_ids"]
-    return policy.schedule(len(dataset), seed=args.seed, shuffle=args.shuffle_dataset,
-                           features=policy.features(token_ids))
 
 
 def build_trainer(cfg: TrainConfig, *, callbacks: list | None = None, step_logger: Any = None,
@@ -163,9 +103,12 @@ def build_trainer(cfg: TrainConfig, *, callbacks: list | None = None, step_logge
         weights = list(reward_weights or [1.0] * len(reward_funcs)) + weights[n_registry:]
     args.reward_weights = weights
     sizer = cfg.sizing.build(seed=cfg.train.seed)
-    stream = prompt_schedule(cfg, dataset, tokenizer, args)
-    if stream is not None and hasattr(sizer, "attach"):
-        sizer.attach(stream)  # sagc-prompt: G per round kind of this stream
+    # The policy's prompt order over the plain stream (sagc-prompt: tail batching, its
+    # predictor informed by the tokenized prompts; every other policy: the plain stream).
+    stream = sizer.prompt_stream(
+        PromptStream(len(dataset), seed=args.seed, shuffle=args.shuffle_dataset),
+        token_ids=lambda: tokenizer(list(dataset["prompt"]), add_special_tokens=False)["input_ids"],
+    )
     trainer = (trainer_cls or SAGCGRPOTrainer)(
         model=cfg.model.path,
         reward_funcs=funcs,
@@ -216,73 +159,6 @@ def summarize_history(history: list[dict]) -> dict:
         "stragglers": [bool(h["straggler"]) for h in history],
         "long_rounds": int(sum(bool(h.get("long_round")) for h in history)),  # tail batching's
     }
-
-
-def config_fingerprint(cfg: TrainConfig) -> str:
-    """A digest of the whole resolved cell config: checkpoints and done.json are only
-    reused by the config that wrote them."""
-    import hashlib
-
-    return hashlib.sha256(json.dumps(cfg.to_dict(), sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-def discard_stale_checkpoints(checkpoint_dir: Path, fingerprint: str) -> None:
-    """Resume only from checkpoints of this exact config and state format. When a rerun
-    changes the cell (Snakemake's params trigger: a new learning rate, more steps, another
-    tau), the old run's checkpoints would otherwise be resumed as if they were this run's;
-    checkpoints of an older ``sagc_state.json`` version cannot be resumed at all."""
-    import shutil
-
-    from sagc.train.checkpoint import STATE_VERSION
-
-    stamp = checkpoint_dir / CONFIG_STAMP
-    expected = f"{fingerprint} sagc_state-v{STATE_VERSION}"
-    if checkpoint_dir.is_dir() and any(checkpoint_dir.glob("checkpoint-*")):
-        if not stamp.is_file() or stamp.read_text().strip() != expected:
-            log.warning("checkpoints in %s belong to another config of this cell (or an older "
-                        "checkpoint format): starting fresh", checkpoint_dir)
-            shutil.rmtree(checkpoint_dir)
-    checkpoint_dir.mkdir(parents=True, exist_ok=True)
-    stamp.write_text(expected + "\n")
-
-
-def is_final_checkpoint(checkpoint: Path) -> bool:
-    """True when ``checkpoint`` was saved at the last step of its run (TRL's
-    ``trainer_state.json``: ``global_step`` reached ``max_steps``)."""
-    state_path = Path(checkpoint) / "trainer_state.json"
-    if not state_path.is_file():
-        return False
-    state = json.loads(state_path.read_text())
-    return 0 < int(state.get("max_steps", 0)) <= int(state.get("global_step", 0))
-
-
-def resume_point(out: Path, fingerprint: str, wandb_dir: Path, cell_id: str) -> Path | None:
-    """The checkpoint an interrupted run of this config resumes from, or ``None`` to train
-    from scratch.
-
-    Resuming is for an interrupted run. A finished run's newest checkpoint is its last
-    step; finding it without a ``done.json`` means the finished cell is being rerun on
-    purpose (``snakemake -f`` removes ``done.json`` and ``final/`` first), and resuming
-    would train zero steps and return the old numbers. So a finished run's leftovers
-    (checkpoints, length trace, W&B run files) go, and the cell starts over.
-    """
-    import shutil
-
-    from sagc.train.checkpoint import latest_complete_checkpoint
-
-    checkpoint_dir = out / "checkpoints"
-    discard_stale_checkpoints(checkpoint_dir, fingerprint)
-    checkpoint = latest_complete_checkpoint(checkpoint_dir)
-    if checkpoint is None or not is_final_checkpoint(checkpoint):
-        return checkpoint
-    log.warning("cell %s: %s is the last step of a finished run whose done.json is gone "
-                "(a forced rerun): training again from scratch", cell_id, checkpoint)
-    shutil.rmtree(checkpoint_dir)
-    (out / LENGTHS_FILE).unlink(missing_ok=True)
-    if wandb_dir.resolve().is_relative_to(out.resolve()) and wandb_dir.is_dir():
-        shutil.rmtree(wandb_dir)  # the old run's file would sit next to the new one
-    discard_stale_checkpoints(checkpoint_dir, fingerprint)  # recreates the folder and stamp
-    return None
 
 
 class Preempted(Exception):
@@ -364,7 +240,9 @@ def run_cell(cfg: TrainConfig, *, callbacks: list | None = None, trainer_cls: ty
             log.warning("%s was written for another config of cell %s: training again", done_path, cfg.cell.id)
             done_path.unlink()
         out.mkdir(parents=True, exist_ok=True)
-        checkpoint = resume_point(out, fingerprint, wandb_dir, cfg.cell.id)
+        # a finished run's leftovers, if its done.json is gone (resume_point)
+        leftovers = [out / LENGTHS_FILE] + ([wandb_dir] if wandb_dir.resolve().is_relative_to(out.resolve()) else [])
+        checkpoint = resume_point(out, fingerprint, cfg.cell.id, leftovers)
     checkpoint = _shared(trainer, checkpoint)
     run_config["algorithm_settings"] = trainer.algorithm_settings.to_dict()
     logger = None

@@ -78,11 +78,11 @@ from transformers.trainer_utils import rotate_checkpoints
 from trl import GRPOConfig, GRPOTrainer
 
 from sagc import metrics as M
+from sagc.prompts import PromptStream
 from sagc.train import distributed, rollout
 from sagc.train.checkpoint import read_state, write_state
 from sagc.train.dynamic_sampling import informative_groups, merge_scored
 from sagc.train.presets import lay_out, updates_per_rollout
-from sagc.train.prompts import PromptStream
 from sagc.train.records import GenerateCall, StepInProgress, StepResult
 from sagc.vllm_support import require_vllm
 
@@ -227,8 +227,9 @@ class SAGCGRPOTrainer(GRPOTrainer):
                 log.warning("vLLM's CPU build: a weight sync leaves its repacked linear layers on the "
                             "old weights (sagc.train.rollout), so rollouts sample from a partly stale "
                             "policy; use it to check the code path, not for results")
-        # The one place the prompt stream is made (unless given: tail batching): the trainer
-        # calls take(k), observe(prompt ids, lengths) and state_dict() / load_state_dict() on it.
+        # The plain prompt stream, unless given (the entry point gives the policy's own,
+        # GroupSizer.prompt_stream): the trainer calls take(k), observe(prompt ids, lengths)
+        # and state_dict() / load_state_dict() on it.
         if prompt_stream is None:
             prompt_stream = PromptStream(len(train_dataset), seed=args.seed, shuffle=args.shuffle_dataset)
         if prompt_stream.n != len(train_dataset):

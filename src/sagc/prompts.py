@@ -3,13 +3,18 @@
 TRL's ``RepeatSampler`` bakes a fixed G (and a fixed prompts-per-batch) into the data
 loader. With a G that changes per step, a rollout budget (prompts = budget / G) and dynamic
 sampling (refill with *fresh* prompts mid-step), the number of prompts a step consumes is
-only known while the step runs, so the trainer draws them itself from this stream.
+only known while the step runs, so the trainer draws them itself from this stream; the
+prompt-aware simulator draws from it too.
 
 Epoch ``e`` is a permutation of ``range(n)`` drawn from ``numpy.random.default_rng([seed,
 e])``; a draw that crosses an epoch end continues in the next permutation. The state is
 two integers, saved with every checkpoint, so a resumed run draws exactly the prompts the
 uninterrupted one would have. Every cell with the same seed sees the same prompt sequence,
 whatever its G.
+
+A group-size policy may replace this plain order with its own stream (a subclass) through
+its ``prompt_stream`` hook (``sagc.controller.GroupSizer``). The stream lives here, below
+the controller, the trainer and the prompt-aware package, because all of them name it.
 """
 
 from __future__ import annotations
@@ -48,8 +53,8 @@ class PromptStream:
             self.pos += m
         return out
 
-    # What a schedule that learns from lengths overrides (sagc.prompt_aware.schedule): the
-    # plain order learns nothing and has no long rounds.
+    # What a schedule that learns from lengths overrides (tail batching): the plain order
+    # learns nothing and has no long rounds.
     round_long = False
 
     def observe(self, prompts: list[int], lengths: list) -> None:

@@ -1,0 +1,71 @@
+"""Staging normalisers: a benchmark source's rows -> the columns its task YAML reads.
+
+A task YAML names its normaliser in ``metadata.sagc_source.normalizer`` (with keyword
+``options``, e.g. AMC's contest year); ``sagc.evaluate.stage`` applies it to the rows of the
+Hub dataset or of a local copy. Every output row has an ``id``. A new benchmark whose source
+already has the right columns still needs one here (the ids differ per source).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable
+
+
+def _get(row: dict, name: str, where: str) -> Any:
+    """Column ``name`` of ``row``, matched case-insensitively (sources differ in case)."""
+    if name in row:
+        return row[name]
+    lowered = {str(k).lower(): k for k in row}
+    if name.lower() in lowered:
+        return row[lowered[name.lower()]]
+    raise ValueError(f"{where}: row lacks column {name!r} (has {sorted(map(str, row))})")
+
+
+def _fmt_answer(value: Any) -> str:
+    """Answers as strings; integral floats (AMC's ``142.0``) without the ``.0``."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value).strip()
+
+
+def aime(rows: Iterable[dict], where: str) -> list[dict]:
+    return [
+        {
+            "id": str(_get(r, "ID", where)),
+            "problem": str(_get(r, "Problem", where)),
+            "answer": _fmt_answer(_get(r, "Answer", where)),
+        }
+        for r in rows
+    ]
+
+
+def amc(rows: Iterable[dict], where: str, year: int) -> list[dict]:
+    """The rows whose AoPS ``url`` names the contest ``year``."""
+    out = []
+    for r in rows:
+        url = str(_get(r, "url", where))
+        if str(year) not in url:
+            continue
+        out.append({
+            "id": str(_get(r, "id", where)),
+            "problem": str(_get(r, "problem", where)),
+            "answer": _fmt_answer(_get(r, "answer", where)),
+            "url": url,
+        })
+    return out
+
+
+GPQA_COLUMNS = ("Record ID", "Question", "Correct Answer",
+                "Incorrect Answer 1", "Incorrect Answer 2", "Incorrect Answer 3")
+
+
+def gpqa(rows: Iterable[dict], where: str) -> list[dict]:
+    out = []
+    for r in rows:
+        row = {c: str(_get(r, c, where)) for c in GPQA_COLUMNS}
+        out.append({"id": row["Record ID"], **row})
+    return out
+
+
+#: Normaliser name (as a task YAML's metadata names it) -> function(rows, where, **options).
+NORMALIZERS: dict[str, Callable[..., list[dict]]] = {"aime": aime, "amc": amc, "gpqa": gpqa}

@@ -1,0 +1,89 @@
+"""Settings declared once on a frozen dataclass, and what is derived from the declarations.
+
+A config class that users build themselves (``SAGCConfig(tau=2.5)``, ``dataclasses.replace``)
+stays a plain frozen dataclass. Each of its fields states its type, range and a one-line
+description once, as ``Annotated`` metadata in the terms of ``sagc.config_models``
+(``Number(gt=1)``, ``PositiveInt``, ``OneOf(...)``, pydantic's ``Field(...)``)::
+
+    tau: Annotated[Number(gt=1), Field(description="...")] = 2.0
+
+Derived from those declarations, never restated:
+
+- ``check(config, prefix)``, which the class's ``__post_init__`` calls: every field's value
+  against its declared type and range, a list given for a tuple field made the tuple, else a
+  ``ValueError`` naming ``<prefix>.<key>``, the value and what was expected. Checks across
+  fields (a value that must be one of another field's) stay in the class, after this one.
+- ``block_model(cls, name)``: the pipeline schema's block of the class
+  (``sagc.pipeline.schema``): the same fields, every key optional (absent: the class's
+  default applies), and a field that holds another settings class replaced by that class's
+  keys, in place (the flat block ``PromptSAGCConfig.from_dict`` reads).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from functools import cache
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+
+from sagc.config_models import describe
+
+
+@cache
+def declared(cls: type) -> dict[str, Any]:
+    """Each field of the dataclass ``cls`` with its declared type, ``Annotated`` metadata
+    included (resolved once: under ``from __future__ import annotations`` they are strings)."""
+    hints = typing.get_type_hints(cls, include_extras=True)
+    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
+
+
+def is_settings(hint: Any) -> bool:
+    """Whether a field's type is itself a settings class (a dataclass): its keys are its own."""
+    return isinstance(hint, type) and dataclasses.is_dataclass(hint)
+
+
+@cache
+def _values_model(cls: type) -> type[BaseModel]:
+    """A pydantic model of the declared fields of ``cls`` (nested settings classes left out)."""
+    values = {key: (hint, ...) for key, hint in declared(cls).items() if not is_settings(hint)}
+    return create_model(f"{cls.__name__}Values", __config__=ConfigDict(extra="forbid"), **values)
+
+
+def check(config: Any, prefix: str) -> None:
+    """Check (and normalise) every field of the frozen dataclass instance ``config`` against
+    its declaration; ``ValueError`` naming ``<prefix>.<key>`` for a bad one."""
+    model = _values_model(type(config))
+    for key, hint in declared(type(config)).items():
+        value = getattr(config, key)
+        if is_settings(hint) and not isinstance(value, hint):
+            raise ValueError(f"{prefix}.{key} must be a {hint.__name__}, got {value!r}")
+    try:
+        checked = model.model_validate({key: getattr(config, key) for key in model.model_fields})
+    except ValidationError as err:
+        raise ValueError(describe(err, model, (prefix,))) from None
+    for key in model.model_fields:
+        object.__setattr__(config, key, getattr(checked, key))
+
+
+def block_model(cls: type, name: str, base: type[BaseModel] = BaseModel, exclude: tuple[str, ...] = (),
+                doc: str | None = None) -> type[BaseModel]:
+    """The config block of the settings class ``cls`` as a pydantic model (for a JSON schema):
+    each declared field with its type, range and description, every key optional with
+    default ``None`` (the key stays absent and the class's default applies). A field that
+    holds another settings class contributes that class's keys in its place; ``exclude``
+    drops keys the block does not state (``seed``: the pipeline seeds each cell)."""
+    fields: dict[str, Any] = {}
+
+    def add(c: type) -> None:
+        for key, hint in declared(c).items():
+            if is_settings(hint):
+                add(hint)
+            elif key not in exclude:
+                if key in fields:
+                    raise TypeError(f"{name}: key {key!r} is declared by two settings classes")
+                fields[key] = (hint, None)
+
+    add(cls)
+    return create_model(name, __base__=base, __doc__=doc or cls.__doc__, **fields)
