@@ -1,7 +1,7 @@
 """The configs the repository ships, each as the files a user passes to ``--configfile``.
 
-Most are whole configs; ``prompt.yaml`` is an overlay on ``default.yaml`` (its header says
-so). Tests that check every shipped config iterate over ``SHIPPED``.
+Most are whole configs; the overlays (``prompt.yaml`` on ``default.yaml``, ``ci-vllm.yaml``
+on ``ci.yaml``, ...; each header says so) are layered on the config they change. Tests that check every shipped config iterate over ``SHIPPED``.
 """
 
 from pathlib import Path
@@ -12,7 +12,7 @@ CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 
 #: Overlay file -> the config it is layered on.
 OVERLAYS = {"prompt.yaml": "default.yaml", "replicate.yaml": "default.yaml", "world-check.yaml": "default.yaml",
-            "beyond.yaml": "default.yaml"}
+            "beyond.yaml": "default.yaml", "ci-vllm.yaml": "ci.yaml"}
 
 SHIPPED: list[tuple[Path, ...]] = [
     (CONFIG_DIR / OVERLAYS[p.name], p) if p.name in OVERLAYS else (p,)

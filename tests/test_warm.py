@@ -105,6 +105,22 @@ def test_a_forked_job_sees_what_a_fresh_one_sees(env, server, tmp_path):
     assert warm.stderr == fresh.stderr == "to stderr\n"
 
 
+def test_a_job_that_leaves_a_thread_pool_open_ends_as_a_fresh_one(env, server, tmp_path):
+    """An idle worker of an executor nobody shut down (vLLM leaves one) ends at exit, as in
+    a fresh interpreter, where threading's exit hooks tell it to."""
+    (tmp_path / "mods" / "open_pool.py").write_text(
+        "import builtins, concurrent.futures\n"
+        "pool = concurrent.futures.ThreadPoolExecutor(2)\n"
+        "builtins.kept_pool = pool  # still referenced at exit, as a library's own pool is\n"
+        "print(pool.submit(sum, [1, 2]).result())\n"
+    )
+    run = [sys.executable, "-m", "sagc.warm", "-m", "open_pool"]
+    warm = subprocess.run(run, env={**env, "SAGC_WARM_SOCKET": str(server.path)}, capture_output=True,
+                          text=True, timeout=30)  # fmt: skip
+    fresh = subprocess.run(run, env=env, capture_output=True, text=True, timeout=30)
+    assert warm.returncode == fresh.returncode == 0 and warm.stdout == fresh.stdout == "3\n"
+
+
 def test_without_a_server_the_job_runs_fresh(env, tmp_path):
     proc = client(env, "y", cwd=tmp_path)
     assert proc.returncode == 0 and report(proc) == {**report(proc), "forked": False, "argv": ["y"]}

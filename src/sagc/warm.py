@@ -351,12 +351,12 @@ def _run_module(argv: list[str]) -> int:
 
 
 def _exit_like_an_interpreter() -> None:
-    """What an interpreter does at exit and ``os._exit`` skips: join the job's non-daemon
-    threads, run its atexit handlers, flush the standard streams."""
-    for thread in threading.enumerate():
-        if thread is not threading.current_thread() and not thread.daemon:
-            thread.join()
-    atexit._run_exitfuncs()  # private, but the interpreter's own exit path
+    """What an interpreter does at exit and ``os._exit`` skips: threading's shutdown (its
+    exit hooks first, which tell a thread pool's idle workers to end, then the join of every
+    non-daemon thread: joining without the hooks waits forever on a pool a job left open, as
+    vLLM does), the atexit handlers, a flush of the standard streams."""
+    threading._shutdown()  # private, as the next line: the interpreter's own exit path
+    atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

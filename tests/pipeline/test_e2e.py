@@ -46,10 +46,10 @@ def _env(checkout: Path) -> dict:
     return env
 
 
-def snakemake(checkout, workdir, *args, timeout=1500):
+def snakemake(checkout, workdir, *args, timeout=1500, env=None):
     proc = subprocess.run(
         ["nice", "-n", "10", sys.executable, "-m", "snakemake", "--directory", str(workdir), *args],
-        cwd=checkout, env=_env(checkout), capture_output=True, text=True, timeout=timeout,
+        cwd=checkout, env={**_env(checkout), **(env or {})}, capture_output=True, text=True, timeout=timeout,
     )
     return proc.returncode, proc.stdout + proc.stderr
 
