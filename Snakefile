@@ -31,7 +31,7 @@ if not workflow.overwrite_configfiles:
 
 
 include: "workflow/rules/common.smk"
-include: "workflow/rules/world.smk"
+include: f"workflow/rules/world_{WORLD.name}.smk"  # the tiny world built, or the hub world staged
 include: "workflow/rules/train.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/aggregate.smk"

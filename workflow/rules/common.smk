@@ -18,7 +18,6 @@ from sagc.pipeline.cells import (
     cli_flags,
     eval_cell_config,
     eval_settings,
-    evaluation_plan_line,
     measure_prompts,
     staged_benchmarks,
     straggler_tau,
@@ -28,6 +27,7 @@ from sagc.pipeline.cells import (
 from sagc.pipeline.config import prepare
 from sagc.pipeline.env import configure_job_environment
 from sagc.pipeline.grid import Cell, stable_seed
+from sagc.pipeline.world import world_of
 
 # Fails here, before any job, naming the file and the key.
 prepare(
@@ -44,12 +44,12 @@ with contextlib.suppress(ValueError):  # not the main thread (an API caller's)
 
 GRID = Grid.from_config(config)
 ROOT = GRID.root
-WORLD = config["world"]
+WORLD = world_of(config)  # tiny or hub: what differs between them (sagc.pipeline.world)
 EVAL = eval_settings(config)
 CELL_DIR = "{model}/{algo}/{sizing}/seed{seed}"
 
-if WORLD == "hub":
-    print(evaluation_plan_line(config, GRID), file=sys.stderr)
+for line in WORLD.load_lines(config, GRID):
+    print(line, file=sys.stderr)
 
 # What the training cells write (a DiskSpaceWarning when the results' filesystem lacks it)
 # and, when cluster jobs would log to W&B online, how to log offline and upload afterwards.
@@ -60,7 +60,7 @@ configure_job_environment(
     workflow.basedir,
     ROOT,
     config["wandb"]["mode"],
-    config["tiny"]["cpu_isa"] if WORLD == "tiny" else None,
+    WORLD.cpu_isa(config),
 )
 
 
@@ -71,7 +71,7 @@ configure_job_environment(
 onstart:
     if workflow.local_exec:  # a cell on several nodes needs SLURM: refused before any job
         launch.check_local_run(config)
-    if WORLD == "tiny" and workflow.local_exec:
+    if WORLD.warm_jobs and workflow.local_exec:
         warm.start(log=f"{ROOT}/logs/warm.log")
 
 
@@ -130,17 +130,13 @@ def on_partition(resources):
 
 
 def world_reports():
-    """The tiny world's straggler measurement per base model (none for the hub world)."""
-    if WORLD != "tiny":
-        return []
-    return [f"{ROOT}/models/{m}/stragglers.json" for m in GRID.models]
+    """The world's straggler measurement per base model (the tiny world's; none for the hub)."""
+    return list(WORLD.straggler_reports(GRID).values())
 
 
 def eval_data():
     """The local files the evaluation tasks read."""
-    if WORLD == "tiny":
-        return [f"{ROOT}/data/eval.jsonl", f"{ROOT}/data/heldout.jsonl"]
-    return [f"{ROOT}/data/benchmarks/staged.json"]
+    return WORLD.eval_data_files(GRID)
 
 
 def eval_cell(target, threads):

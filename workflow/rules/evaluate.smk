@@ -1,33 +1,6 @@
 # Stage 3, downstream evaluation with lm-eval: accuracy and output length per task.
 
 
-if WORLD == "hub":
-
-    # The staging rules are the only jobs that reach the hub: all offline switches cleared.
-    from sagc.pipeline.hub import HUB_ACCESS_PREFIX
-
-    rule stage_benchmarks:
-        """The benchmarks the evaluated tasks read (their YAMLs' metadata; the paper's: AIME
-        2024, AMC 2023 and GPQA-diamond), staged once to a local folder (needs the network,
-        a user-provided copy in hub.benchmark_source, and for a gated one a token)."""
-        output:
-            f"{ROOT}/data/benchmarks/staged.json",
-        params:
-            benchmarks=",".join(staged_benchmarks(config)),
-            out=lambda wc, output: os.path.dirname(output[0]),
-            source=lambda wc: cli_flags({"source_dir": config["hub"].get("benchmark_source")}),
-        resources:
-            **res("stage_benchmarks", mem_mb=4000, runtime=60, cpus_per_task=1),
-        log:
-            f"{ROOT}/logs/stage_benchmarks.log",
-        conda:
-            "../../envs/eval.yaml"
-        shell:
-            "{HUB_ACCESS_PREFIX} python -m sagc.evaluate stage"
-            " --benchmarks {params.benchmarks} --cache {params.out:q} {params.source}"
-            " > {log:q} 2>&1 && echo '{{\"cache\": \"{params.out}\"}}' > {output:q}"
-
-
 # Each job gets its evaluation cell as a param and writes it next to its outputs as eval.json,
 # which it runs as `python -m sagc.evaluate run --config eval.json` would by hand.
 EVAL_COMMAND = (

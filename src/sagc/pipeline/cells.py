@@ -12,13 +12,7 @@ from sagc.evaluate.config import EvalConfig, EvalSettings
 from sagc.evaluate.taskcfg import describe_plan, evaluation_plan, task_benchmarks, world_tasks
 from sagc.pipeline.grid import Cell, Grid
 from sagc.pipeline.launch import pipeline_launch
-
-
-def base_model_path(config: dict[str, Any], grid: Grid, model: str) -> str:
-    """The tiny world's built model folder, or the hub id (loaded from the local cache)."""
-    if config["world"] == "tiny":
-        return f"{grid.root}/models/{model}/base"
-    return config["models"][model]["hub_id"]
+from sagc.pipeline.world import world_of
 
 
 def train_data_path(grid: Grid) -> str:
@@ -77,8 +71,8 @@ def train_cell_config(config: dict[str, Any], grid: Grid, cell: Cell) -> dict[st
             "seed": cell.seed,
         },
         "model": {
-            "path": base_model_path(config, grid, cell.model),
-            "revision": spec.get("revision") if config["world"] == "hub" else None,
+            "path": world_of(config).base_model_path(config, grid, cell.model),
+            "revision": world_of(config).base_model_revision(spec),
             "tokenizer": None,
             "trust_remote_code": bool(spec.get("trust_remote_code", False)),
         },
@@ -146,12 +140,6 @@ def eval_settings(config: dict[str, Any]) -> dict[str, Any]:
     return ev
 
 
-def eval_data_dir(config: dict[str, Any], grid: Grid) -> str:
-    """Where the evaluation tasks' data files are: the tiny world's splits, or the staged
-    benchmarks."""
-    return grid.data_dir if config["world"] == "tiny" else f"{grid.data_dir}/benchmarks"
-
-
 def eval_cell_config(config: dict[str, Any], grid: Grid, target: Cell | str,
                      threads: int | None = None) -> dict[str, Any]:
     """The resolved config of one evaluation job, in ``sagc.evaluate``'s cell format
@@ -166,12 +154,11 @@ def eval_cell_config(config: dict[str, Any], grid: Grid, target: Cell | str,
         settings["threads"] = threads
     if isinstance(target, Cell):
         job = {"model": f"{grid.train_dir(target)}/final", "out": grid.eval_dir(target), "cell": target.id}
-    elif config["world"] == "tiny":
-        job = {"model": base_model_path(config, grid, target), "out": grid.base_eval_dir(target),
-               "cell": f"{target}/base"}
     else:
-        job = {"model_json": grid.base_model_json(target), "out": grid.base_eval_dir(target), "cell": f"{target}/base"}
-    return EvalConfig.from_dict({**settings, **job, "data_dir": eval_data_dir(config, grid)}).model_dump(mode="json")
+        job = {**world_of(config).base_model_eval(config, grid, target), "out": grid.base_eval_dir(target),
+               "cell": f"{target}/base"}
+    return EvalConfig.from_dict({**settings, **job, "data_dir": world_of(config).eval_data_dir(grid)}
+                                ).model_dump(mode="json")
 
 
 def staged_benchmarks(config: dict[str, Any]) -> list[str]:
@@ -228,8 +215,7 @@ def aggregate_grid(config: dict[str, Any], grid: Grid) -> dict[str, Any]:
         "figures_dir": grid.figures_dir,
         "delta": measurement_budget(config),
         "budgets": {s: b for s in grid.sizings if (b := sizing_budget(config, s)) is not None},
-        "straggler_reports": ({m: f"{grid.root}/models/{m}/stragglers.json" for m in grid.models}
-                              if config["world"] == "tiny" else {}),
+        "straggler_reports": world_of(config).straggler_reports(grid),
     }
 
 

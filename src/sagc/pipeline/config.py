@@ -25,6 +25,8 @@ from typing import Any
 
 import yaml
 
+from sagc.pipeline.world import world_of
+
 SCHEMA = Path("workflow/schemas/config.schema.yaml")  # sagc.pipeline.schema.SCHEMA_FILE
 
 
@@ -74,14 +76,7 @@ def check_semantics(config: dict[str, Any], source: str) -> None:
         check_name(config["name"])
     except ValueError as err:
         problems.append(str(err))
-    world = config["world"]
-    for model, spec in config["models"].items():
-        if world == "tiny" and "arch" not in spec:
-            problems.append(f"config key 'models.{model}.arch': required for world 'tiny' (qwen2 or llama)")
-        if world == "hub" and "hub_id" not in spec:
-            problems.append(f"config key 'models.{model}.hub_id': required for world 'hub' (e.g. Qwen/Qwen2.5-3B)")
-    if world == "hub" and not (config.get("hub", {}).get("train_dataset") or config.get("hub", {}).get("train_source")):
-        problems.append("config key 'hub.train_dataset': world 'hub' needs a training dataset (or hub.train_source)")
+    problems += world_of(config).problems(config)
 
     tuned_on = sorted(set(config["seeds"]) & set(config.get("dev_seeds", [])))
     if tuned_on:

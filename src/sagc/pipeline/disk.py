@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from sagc.pipeline.grid import Cell, Grid
+from sagc.pipeline.world import world_of
 
 #: Bytes per parameter of the weights, by the dtype the policy is loaded in.
 WEIGHT_BYTES = {"float32": 4, "bfloat16": 2}
@@ -223,7 +224,7 @@ def model_params(config: dict[str, Any], grid: Grid, model: str) -> tuple[int | 
     from sagc.pipeline.memory import Architecture, architecture_of
 
     spec = config["models"][model]
-    if config["world"] != "tiny":
+    if not world_of(config).builds_models:
         try:
             return architecture_of(spec, model).params, None
         except ValueError:
