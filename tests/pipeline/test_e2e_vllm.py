@@ -13,8 +13,8 @@ from tests.pipeline.test_e2e import REPO, checkout, snakemake  # noqa: F401 - ch
 pytest.importorskip("vllm")
 pytestmark = [pytest.mark.slow, pytest.mark.vllm]
 
-# Logged by the trainer only when its rollouts come from a colocated vLLM engine on CPU.
-VLLM_TRAINER_LINE = "vLLM's CPU build: a weight sync"
+# The trainer's line when its rollouts come from vLLM.
+VLLM_ENGINE_LINE = "rollouts: vLLM, colocate engine"
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +36,7 @@ def test_every_training_cell_generates_through_vllm(vllm_run):
     for sizing in ("g4", "sagc"):
         cell = vllm_run / "train" / "tiny-llama" / "grpo" / sizing / "seed0"
         assert json.loads((cell / "cell.json").read_text())["device"]["use_vllm"] is True
-        assert VLLM_TRAINER_LINE in (cell / "train.log").read_text()
+        assert VLLM_ENGINE_LINE in (cell / "train.log").read_text()
         done = json.loads((cell / "done.json").read_text())
         assert done["steps"] == 4
         # one vLLM generate call of P x G rows per step, G the controller's (or the fixed) one

