@@ -4,7 +4,7 @@ command line parses with the real entry point, and a hub world must name its dev
 
 from __future__ import annotations
 
-import argparse
+import json
 import re
 import shlex
 import subprocess
@@ -172,7 +172,10 @@ def _argv(command: str, module: str) -> list[str]:
 
 
 def test_every_paper_evaluation_command_line_parses_with_the_entry_point(tmp_path):
-    from sagc.evaluate.cli import build_parser, model_folder
+    """Each evaluation job of the paper's dry run writes its cell (the JSON after printf) and
+    runs ``sagc.evaluate run --config`` on it: the command parses, the cell validates."""
+    from sagc.evaluate.cli import build_parser
+    from sagc.evaluate.config import EvalConfig
 
     proc = subprocess.run(
         [sys.executable, "-m", "snakemake", "-n", "-p", "--directory", str(tmp_path),
@@ -180,25 +183,26 @@ def test_every_paper_evaluation_command_line_parses_with_the_entry_point(tmp_pat
         cwd=REPO, capture_output=True, text=True, timeout=300,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    commands = [c for c in _shell_commands(proc.stdout + proc.stderr) if "sagc.evaluate" in c]
+    commands = [c for c in _shell_commands(proc.stdout + proc.stderr) if "sagc.evaluate run" in c]
     parser = build_parser()
-    runs = []
+    cells = []
     for command in commands:
         args = parser.parse_args(_argv(command, "sagc.evaluate"))  # exits (SystemExit) on a bad flag
-        if args.command == "run":
-            runs.append(args)
-    assert len(runs) == 16 + 2
-    for args in runs:
-        assert args.batch_size == "auto" and args.backend == "vllm"
-        if args.cell.endswith("/base"):
+        assert args.command == "run" and str(args.config).endswith("/eval.json")
+        words = shlex.split(command)
+        cells.append(EvalConfig.from_dict(json.loads(words[words.index("printf") + 2])))
+    assert len(cells) == 16 + 2
+    for cell in cells:
+        assert cell.batch_size == "auto" and cell.backend == "vllm"
+        if cell.cell.endswith("/base"):
             # The resolved snapshot folder, read from resolve_hub_model's record; never a hub id.
-            model = args.cell.split("/")[0]
-            assert args.model is None and str(args.model_json) == f"results/paper/models/{model}/base.json"
+            model = cell.cell.split("/")[0]
+            assert cell.model is None and str(cell.model_json) == f"results/paper/models/{model}/base.json"
             record = tmp_path / "base.json"
             record.write_text('{"hub_id": "Qwen/Qwen2.5-3B", "path": "/cache/snapshots/abc"}')
-            assert model_folder(argparse.Namespace(model=None, model_json=record)) == Path("/cache/snapshots/abc")
+            assert cell.model_copy(update={"model_json": str(record)}).model_folder() == Path("/cache/snapshots/abc")
         else:
-            assert str(args.model).startswith("results/paper/train/") and str(args.model).endswith("/final")
+            assert str(cell.model).startswith("results/paper/train/") and str(cell.model).endswith("/final")
 
 
 def test_a_step_at_g_max_that_overflows_vllms_kv_cache_is_named_before_any_job(recwarn):
