@@ -46,3 +46,34 @@ def test_weight_sync_happens_once_per_update_and_is_timed():
     trainer.state.global_step = 3
     timed_weight_sync(trainer)
     assert len(calls) == 2
+
+
+def _decode_block_peak(prompts, lengths, block_size, prefix_caching):
+    """A decode simulated token by token: each running row's blocks, a prompt's full blocks
+    shared by its rows (reference-counted) when prefix caching is on."""
+    import math
+
+    peak = 0
+    for t in range(1, max(lengths) + 1):
+        running = [(tuple(p), n) for p, n in zip(prompts, lengths) if n >= t]
+        shared = {p: len(p) // block_size if prefix_caching else 0 for p, _ in running}
+        own = sum(math.ceil((len(p) + t) / block_size) - shared[p] for p, _ in running)
+        peak = max(peak, (own + sum(shared.values())) * block_size)
+    return peak
+
+
+@pytest.mark.parametrize("seed", range(20))
+@pytest.mark.parametrize("prefix_caching", [False, True])
+def test_kv_peak_is_the_most_blocks_a_lockstep_decode_holds(seed, prefix_caching):
+    import random
+
+    from sagc.train.rollout import kv_peak_tokens
+
+    rng = random.Random(seed)
+    prompts = [[rng.randrange(50) for _ in range(rng.randint(1, 40))] for _ in range(rng.randint(1, 4))]
+    group = rng.randint(1, 6)
+    rows = [p for p in prompts for _ in range(group)]
+    lengths = [rng.randint(1, 60) for _ in rows]
+    block = rng.choice([1, 4, 16])
+    assert kv_peak_tokens(rows, lengths, block, prefix_caching) == _decode_block_peak(rows, lengths, block,
+                                                                                       prefix_caching)

@@ -207,3 +207,37 @@ def test_rollouts_are_cut_at_a_text_stop_string_through_vllm(vllm_model_dir, tin
     # One line of the chain ("b=1+1=2", a token a character) and EOS, where a whole chain
     # of 2-5 such lines and its boxed answer runs to 20-40 tokens.
     assert max(lengths) <= 12 and not any(step.truncated), lengths
+
+
+def test_a_step_that_overflows_vllms_kv_cache_shows_it(vllm_model_dir, tiny_data_dir, tmp_path, monkeypatch):
+    """A cache of a few blocks (vLLM's num_gpu_blocks_override) cannot hold a G=16 step's
+    rows at once: the run still finishes (vLLM queues and preempts), and its steps say the
+    cache bound; the same cell with vLLM's own cache says it did not."""
+    import trl.generation.vllm_generation as trl_vllm
+    from vllm import LLM
+
+    from sagc.train.config import TrainConfig
+    from sagc.train.rollout import KV_BOUND_METRIC, KV_CAPACITY_METRIC, KV_PEAK_METRIC
+    from sagc.train.run import build_trainer
+
+    def kv(blocks, name):
+        class SmallCacheLLM(LLM):
+            def __init__(self, *args, **kwargs):
+                super().__init__(*args, **{**kwargs, **({"num_gpu_blocks_override": blocks} if blocks else {})})
+
+        monkeypatch.setattr(trl_vllm, "LLM", SmallCacheLLM)
+        cell = _cell(vllm_model_dir, tiny_data_dir, tmp_path / name, steps=2)
+        cell["cell"]["sizing"] = "g16"
+        cell["sizing"] = {"name": "g16", "sagc": {"tau": 2.0}}
+        trainer = build_trainer(TrainConfig.from_dict(cell))
+        trainer.train()
+        assert [s.step for s in trainer.steps] == [1, 2]
+        block = trainer.vllm_generation.llm.llm_engine.vllm_config.cache_config.block_size
+        return block, [{k: s.row()[f"trl/{k}"] for k in (KV_PEAK_METRIC, KV_CAPACITY_METRIC, KV_BOUND_METRIC)}
+                       for s in trainer.steps]
+
+    block, small = kv(8, "small")  # 8 blocks: one row's worst case (64 + 40 tokens) fits, 32 rows do not
+    assert all(r[KV_CAPACITY_METRIC] == 8 * block and r[KV_PEAK_METRIC] > 8 * block and r[KV_BOUND_METRIC] == 1.0
+               for r in small)
+    _, roomy = kv(None, "roomy")
+    assert all(r[KV_CAPACITY_METRIC] > r[KV_PEAK_METRIC] and r[KV_BOUND_METRIC] == 0.0 for r in roomy)

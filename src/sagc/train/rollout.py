@@ -39,8 +39,17 @@ correction's units (tokens, or rows for the sequence modes) that the mode masked
 to 0) or truncated (ratio capped at the clip). With 4k-token completions a sequence-level
 ratio multiplies thousands of token ratios, so ``sequence_mask`` masks long rows first.
 
+**vLLM's KV cache.** When a step's rows do not fit vLLM's KV cache at once, vLLM queues or
+preempts some of them, and the rollout's time follows its total tokens rather than its
+longest row: the very cost SAGC is credited with removing. So every vLLM generation call
+logs the cache's size (``KV_CAPACITY_METRIC``, tokens) beside the call's own peak need
+(``KV_PEAK_METRIC``: ``kv_peak_tokens`` of its rows, in whole cache blocks) and whether the
+need exceeded the cache (``KV_BOUND_METRIC``, the share of the step's calls): a run shows
+whether the cache bound, step by step, and the pipeline's memory check warns before any
+job when a step at G_max would not fit (``sagc.pipeline.memory``).
+
 Metric names (TRL's own metric dict; the step row reports them under ``trl/``):
-``WEIGHT_SYNC_METRIC``, ``IS_ALTERED_METRIC``, ``STOP_TRIMMED_METRIC``.
+``WEIGHT_SYNC_METRIC``, ``IS_ALTERED_METRIC``, ``STOP_TRIMMED_METRIC``, ``KV_*_METRIC``.
 """
 
 from __future__ import annotations
@@ -52,6 +61,9 @@ from typing import Any, Sequence
 WEIGHT_SYNC_METRIC = "timing/vllm_weight_sync_s"
 IS_ALTERED_METRIC = "sampling/importance_sampling_altered_frac"
 STOP_TRIMMED_METRIC = "completions/stop_string_frac"
+KV_PEAK_METRIC = "vllm/kv_peak_tokens"
+KV_CAPACITY_METRIC = "vllm/kv_capacity_tokens"
+KV_BOUND_METRIC = "vllm/kv_bound_frac"
 
 
 def split_stops(tokenizer: Any, stop: Sequence[str]) -> tuple[list[int], list[str]]:
@@ -162,6 +174,43 @@ def _repack_kept_weights(model: Any) -> None:
         # the linear layers' packed kernels hold the weight (theirs is an empty stand-in)
         if hasattr(layer, "cpu_linear") and weight is not None and weight.ndim == 2 and weight.numel():
             dispatch_cpu_unquantized_gemm(layer, remove_weight=False)
+
+
+def kv_peak_tokens(prompt_ids: Sequence[Sequence[int]], completion_lengths: Sequence[int], block_size: int = 1,
+                   prefix_caching: bool = False) -> int:
+    """The most KV-cache tokens a call of these rows holds at once when all of them are
+    admitted together and decode in step: after t decode steps every row still generating
+    holds its prompt and t tokens, in whole blocks of ``block_size``; a finished row has
+    freed its blocks. With ``prefix_caching`` the rows of one prompt share its full blocks
+    (vLLM's prefix cache), held while any of them runs. The footprint grows between two
+    rows' ends, so its peak falls at a step where a row ends."""
+    rows = [(tuple(p), c) for p, c in zip(prompt_ids, completion_lengths, strict=True)]
+
+    def blocks(n: int) -> int:
+        return -(-n // block_size)
+
+    def shared(prompt: tuple) -> int:
+        return len(prompt) // block_size if prefix_caching else 0
+
+    def held(t: int) -> int:
+        running = [(p, c) for p, c in rows if c >= t]
+        return sum(shared(p) for p in {p for p, _ in running}) + sum(blocks(len(p) + t) - shared(p) for p, _ in running)
+
+    return max((held(t) for t in {c for _, c in rows}), default=0) * block_size
+
+
+def record_kv_use(trainer: Any, prompt_ids: Sequence[Sequence[int]], completion_ids: Sequence[Sequence[int]]) -> None:
+    """Log one vLLM generation call's KV-cache need against the cache (module docstring)."""
+    if not trainer.use_vllm:
+        return
+    cache = trainer.vllm_generation.llm.llm_engine.vllm_config.cache_config
+    capacity = int(cache.num_gpu_blocks) * int(cache.block_size)
+    peak = kv_peak_tokens(prompt_ids, [len(c) for c in completion_ids], int(cache.block_size),
+                          bool(cache.enable_prefix_caching))
+    metrics = trainer._metrics["train" if trainer.model.training else "eval"]
+    metrics[KV_PEAK_METRIC].append(float(peak))
+    metrics[KV_CAPACITY_METRIC].append(float(capacity))
+    metrics[KV_BOUND_METRIC].append(float(peak > capacity))
 
 
 def timed_weight_sync(trainer: Any) -> float:

@@ -351,6 +351,7 @@ class SAGCGRPOTrainer(GRPOTrainer):
         ids, logprobs = super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations,
                                                       has_tool_images)
         self._gen_seconds = time.perf_counter() - t0
+        rollout.record_kv_use(self, prompt_ids, ids)  # vLLM: the call's KV need against the cache
         return rollout.trim_rollouts(self, ids, logprobs, self._stop_texts)
 
     def _generate_and_score_completions(self, inputs):
