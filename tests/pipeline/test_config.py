@@ -75,6 +75,8 @@ def test_bad_config_names_file_and_key(mutate, expected):
 @pytest.mark.parametrize("device, expected, fix", [
     ({"vllm_tensor_parallel_size": 2}, "device.vllm_tensor_parallel_size=2 is not supported", "set it to 1"),
     ({"vllm_mode": "server"}, "device.vllm_mode=server needs a `trl vllm-serve` process", "vllm_mode=colocate"),
+    ({"use_vllm": False, "vllm_gpu_memory_utilization": 0.3},
+     "device.vllm_sleep_mode=true needs device.use_vllm=true", "use_vllm=true"),
 ])
 def test_vllm_settings_the_trainer_cannot_run_are_refused_before_any_job(device, expected, fix):
     """TRL accepts both and fails only after the model has loaded (or after waiting for a
@@ -84,6 +86,25 @@ def test_vllm_settings_the_trainer_cannot_run_are_refused_before_any_job(device,
     with pytest.raises(ConfigError) as err:
         prepare(config, "configs/paper.yaml")
     assert "configs/paper.yaml" in str(err.value) and expected in str(err.value) and fix in str(err.value)
+
+
+def test_vllm_sleep_mode_is_refused_on_cpu_before_any_job():
+    config = raw("paper")
+    config["device"].update(use_cpu=True, vllm_gpu_memory_utilization=0.3)
+    config["train"]["gradient_accumulation_steps"] = 8
+    with pytest.raises(ConfigError) as err:
+        prepare(config, "configs/paper.yaml")
+    assert "device.vllm_sleep_mode=true is not available on CPU" in str(err.value)
+    assert "set device.vllm_sleep_mode=false" in str(err.value)
+
+
+def test_an_automatic_vllm_share_needs_the_card():
+    config = raw("paper")
+    config["device"].update(gpu_memory_gib=None, vllm_sleep_mode=False)
+    config["train"]["gradient_accumulation_steps"] = 8
+    with pytest.raises(ConfigError) as err:
+        prepare(config, "configs/paper.yaml")
+    assert "device.vllm_gpu_memory_utilization=auto needs device.gpu_memory_gib" in str(err.value)
 
 
 def test_hub_world_needs_hub_ids_and_a_dataset():

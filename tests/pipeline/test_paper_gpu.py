@@ -94,8 +94,11 @@ def test_a_step_at_g_trains_in_the_same_passes_in_a_sagc_cell_as_in_the_fixed_g_
 
 
 def test_fp32_master_weights_do_not_fit_an_80gb_card_and_the_error_says_why():
+    """Without sleep mode the vLLM share stays on the card during the loss pass. (With it, fp32
+    masters fit in passes of 1-2 rows: docs/history/2026-12-02-vllm-share.md.)"""
     with pytest.raises(ConfigError) as err:
-        prepare(paper(gpu_memory_gib=79, vllm_gpu_memory_utilization=0.25), "configs/paper.yaml")
+        prepare(paper(gpu_memory_gib=79, vllm_gpu_memory_utilization=0.25, vllm_sleep_mode=False),
+                "configs/paper.yaml")
     msg = str(err.value)
     assert "no micro-batch fits device.gpu_memory_gib=79" in msg and "bf16_kahan" in msg
     assert "qwen2.5-3b/grpo/sagc/seed0" in msg
@@ -212,7 +215,7 @@ def test_a_step_at_g_max_that_overflows_vllms_kv_cache_is_named_before_any_job(r
     Qwen2.5-3B's (36 x 2 x 128 x 2 x 2 = 36 KiB) holds them with 7 GB of weights counted."""
     from sagc.pipeline.config import KVCacheWarning
 
-    config = paper(**CARDS["141GB"])
+    config = paper(**CARDS["141GB"], vllm_gpu_memory_utilization=0.3, vllm_sleep_mode=False)
     share = config["device"]["vllm_gpu_memory_utilization"] * 139 * 2**30
     rows = 32 * 16 // config["launch"]["processes_per_node"]
     need = rows * (config["train"]["max_prompt_length"] + config["train"]["max_completion_length"])
@@ -222,3 +225,44 @@ def test_a_step_at_g_max_that_overflows_vllms_kv_cache_is_named_before_any_job(r
     assert len(kv) == 1, kv
     assert f"{rows} rows" in kv[0] and "llama-3.2-3b/grpo/sagc/seed0" in kv[0] and "qwen2.5-3b" not in kv[0]
     assert "llama-3.2-3b/grpo/g8/seed0" not in kv[0]  # 64 rows fit
+
+
+def test_the_paper_configs_vllm_share_holds_every_engines_g_max_step_at_the_cap(recwarn):
+    """``vllm_gpu_memory_utilization: auto`` with sleep mode: each model's cells get one share,
+    the smallest (in hundredths) whose KV cache holds an engine's 128 rows of 5120 tokens next
+    to its bf16 weights and workspace, so no cell's rows queue; the generation phase (the
+    engine awake next to the policy's weights, AdamW and reference model) and the loss pass
+    (the engine asleep) both fit the card."""
+    from sagc.pipeline.config import KVCacheWarning
+    from sagc.pipeline.memory import GIB, VLLM_WORKSPACE_GIB, architecture_of, vllm_kv_capacity_tokens
+
+    shares = {}
+    for config, cell, cfg, algo, shapes, kw in resolved_cells(paper(**CARDS["141GB"])):
+        share = cfg.device.vllm_gpu_memory_utilization
+        assert kw["vllm_gpu_memory_utilization"] == share and kw["vllm_enable_sleep_mode"] is True
+        assert shares.setdefault(cell.model, share) == share, cell.id  # one engine size per model
+        arch = architecture_of(config["models"][cell.model], cell.model)
+        rows = cfg.train.prompts_per_step * max(cfg.sizing.group_sizes()) // cfg.launch.processes
+        seq = cfg.train.max_prompt_length + cfg.train.max_completion_length
+        workspace = VLLM_WORKSPACE_GIB * GIB // arch.kv_cache_bytes_per_token()
+        assert vllm_kv_capacity_tokens(arch, share, 139) >= 128 * seq + workspace >= rows * seq, cell.id
+        assert vllm_kv_capacity_tokens(arch, round(share - 0.01, 2), 139) < 128 * seq + workspace, cell.id
+        est = cell_estimate(config, cell.model, algo, cfg.train.micro_batch_rows)
+        assert est.fits and est.generating <= 139 * GIB and est.total <= 139 * GIB, est.describe()
+    assert not [w for w in recwarn if issubclass(w.category, KVCacheWarning)]
+    # Llama's KV cache is 3x Qwen's per token: it needs the larger share
+    assert shares["llama-3.2-3b"] > 2 * shares["qwen2.5-3b"]
+
+
+def test_a_vllm_share_that_cannot_hold_a_g_max_step_on_the_card_is_refused_before_any_job():
+    """80 GB card, fp32 masters, auto: Llama's 128 rows at the cap need ~80 GiB of vLLM alone;
+    Qwen's share (32 GiB) fits, but not next to GRPO's fp32 policy, AdamW and reference model
+    while it generates; Qwen's DAPO cells (no reference model) fit."""
+    config = paper(gpu_memory_gib=79)
+    with pytest.raises(ConfigError) as err:
+        prepare(config, "configs/paper.yaml")
+    msg = str(err.value)
+    assert "device.vllm_gpu_memory_utilization=auto: 128 rows of up to 5120 tokens" in msg
+    assert "launch.processes_per_node" in msg and "llama-3.2-3b/grpo/g16/seed0" in msg
+    assert "generating, vLLM awake" in msg and "qwen2.5-3b/grpo/g16/seed0" in msg
+    assert "qwen2.5-3b/dapo" not in msg

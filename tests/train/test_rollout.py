@@ -48,6 +48,30 @@ def test_weight_sync_happens_once_per_update_and_is_timed():
     assert len(calls) == 2
 
 
+def test_in_sleep_mode_a_refill_round_pushes_the_weights_again_outside_the_rollout():
+    """TRL's sleep mode (level 2) discards the engine's weights after each generation; TRL then
+    re-pushes them inside its next generation call, where the copy would count as rollout
+    time. The timed sync does it first for a DAPO refill round of the same update too."""
+    gen = SimpleNamespace(mode="colocate", _llm_weights_sleeping=True, calls=0)
+
+    def sync():  # TRL's VLLMGeneration.sync_weights wakes the weights and loads them
+        gen.calls += 1
+        gen._llm_weights_sleeping = False
+
+    gen.sync_weights = sync
+    trainer = SimpleNamespace(
+        use_vllm=True, _last_loaded_step=-1, state=SimpleNamespace(global_step=0), vllm_generation=gen,
+        model=SimpleNamespace(training=True), _metrics={"train": defaultdict(list), "eval": defaultdict(list)},
+    )
+    for round_ in range(3):  # the first round and two refills of one update
+        timed_weight_sync(trainer)
+        assert gen.calls == round_ + 1 and not gen._llm_weights_sleeping
+        gen._llm_weights_sleeping = True  # TRL's generate: wake the KV cache, generate, sleep(level=2)
+    assert len(trainer._metrics["train"][WEIGHT_SYNC_METRIC]) == 3
+    gen._llm_weights_sleeping = False  # without sleep mode the refills skip the copy
+    assert timed_weight_sync(trainer) == 0.0 and gen.calls == 3
+
+
 def _decode_block_peak(prompts, lengths, block_size, prefix_caching):
     """A decode simulated token by token: each running row's blocks, a prompt's full blocks
     shared by its rows (reference-counted) when prefix caching is on."""

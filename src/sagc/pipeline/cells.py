@@ -61,6 +61,11 @@ def train_cell_config(config: dict[str, Any], grid: Grid, cell: Cell) -> dict[st
         if train.get("micro_batch_rows") is None:
             train["micro_batch_rows"] = rows
     launch = pipeline_launch(config, cell.model)
+    device = dict(config.get("device", {}))
+    if device.get("vllm_gpu_memory_utilization") == "auto":
+        from sagc.pipeline.memory import vllm_share
+
+        device["vllm_gpu_memory_utilization"] = vllm_share(config, cell.model)
     return {
         "cell": {
             "id": cell.id,
@@ -89,7 +94,7 @@ def train_cell_config(config: dict[str, Any], grid: Grid, cell: Cell) -> dict[st
             "name": cell.id,
             "dir": f"{out}/wandb",
         },
-        "device": dict(config.get("device", {})),
+        "device": device,
         # only with the keys the config states: one process otherwise, as before the section
         **({"launch": launch} if launch else {}),
         "output_dir": out,

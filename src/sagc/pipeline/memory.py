@@ -27,9 +27,23 @@ activations         with gradient checkpointing: each layer's input is kept (L x
                     batch x (max_prompt_length + max_completion_length): TRL pads every row
                     to the longest one, and the worst case is the cap.
 vLLM reserve        ``vllm_gpu_memory_utilization`` x card (colocated vLLM claims that share
-                    of the whole card for its weights and KV cache)
+                    of the whole card for its weights and KV cache); in sleep mode
+                    (``device.vllm_sleep_mode``) the engine has freed its weights and KV cache
+                    during the loss pass and keeps only ``VLLM_WORKSPACE_GIB``
 runtime             ``RUNTIME_GIB``: CUDA context, cuBLAS/NCCL workspaces
 ==================  =========================================================================
+
+In sleep mode the engine takes its share back to generate, while the policy's weights, the
+AdamW state and the reference model stay on the card (the gradients are freed after each
+optimizer step, autocast's weight copies when the forward pass leaves autocast): that
+generation phase must fit the card too (``MemoryEstimate.generating``).
+
+**The vLLM share** (``device.vllm_gpu_memory_utilization: auto``, ``vllm_share``): the
+smallest share (in hundredths) that holds the engine's bf16 weights, ``VLLM_WORKSPACE_GIB``
+and the KV cache of its rows of the grid's largest step, every row at the length cap (the
+worst case a straggler study must plan for: past the cache vLLM queues and preempts rows,
+and the rollout's time follows the step's total tokens instead of its longest row). The
+same share for every cell of a model, so every cell's engine is the same.
 
 The optimizer step runs after the backward pass has freed the activations; its temporaries
 (``CompensatedAdamW`` holds about four fp32 copies of one parameter at a time: ~6 GB for
@@ -49,16 +63,24 @@ The paper's two models are described by their published ``config.json`` fields
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from typing import Any
 
-from sagc.train.config import MASTER_WEIGHTS
+from sagc.controller import parse_sizing
+from sagc.train.config import MASTER_WEIGHTS, LaunchSection
 
 GIB = 1024**3
 #: Multiplier on the activation estimate for what it leaves out.
 ACTIVATION_MARGIN = 1.25
 #: CUDA context and library workspaces.
 RUNTIME_GIB = 2.0
+#: What a colocated vLLM engine holds besides its weights and KV cache (its activation
+#: workspace, CUDA graphs, sampler buffers), asleep too: an assumption, to check against
+#: vLLM's log on the card ("Available KV cache memory").
+VLLM_WORKSPACE_GIB = 4.0
+#: The largest share ``auto`` gives vLLM: the policy's weights must stay on the card.
+MAX_VLLM_SHARE = 0.95
 
 #: ``config.json`` of the paper's base models (the fields the architecture classes read).
 PAPER_MODEL_CONFIGS: dict[str, dict[str, Any]] = {
@@ -172,34 +194,50 @@ class MemoryEstimate:
     card_bytes: float
     micro_batch: int
     tokens_per_row: int
+    vllm_share: float = 0.0  # what the engine holds while it generates
+    vllm_sleep: bool = False
 
     @property
     def total(self) -> float:
+        """The loss pass."""
         return (self.weights + self.gradients + self.optimizer + self.autocast_copies
                 + self.reference_model + self.activations + self.vllm_reserve + self.runtime)
 
     @property
+    def generating(self) -> float:
+        """The generation phase: the engine awake next to what training keeps between passes
+        (at most ``total`` unless the engine sleeps during the loss pass)."""
+        return self.weights + self.optimizer + self.reference_model + self.vllm_share + self.runtime
+
+    @property
     def fits(self) -> bool:
-        return self.total <= self.card_bytes
+        return self.total <= self.card_bytes and self.generating <= self.card_bytes
 
     def describe(self) -> str:
         parts = ("weights", "gradients", "optimizer", "autocast_copies", "reference_model",
                  "activations", "vllm_reserve", "runtime")
         body = ", ".join(f"{p} {getattr(self, p) / GIB:.1f}" for p in parts if getattr(self, p))
-        return (f"micro-batch {self.micro_batch} x {self.tokens_per_row} tokens: {self.total / GIB:.1f} GiB "
+        text = (f"micro-batch {self.micro_batch} x {self.tokens_per_row} tokens: {self.total / GIB:.1f} GiB "
                 f"of {self.card_bytes / GIB:.1f} GiB ({body})")
+        if self.vllm_sleep:
+            text += (f"; generating, vLLM awake: {self.generating / GIB:.1f} GiB (its share "
+                     f"{self.vllm_share / GIB:.1f} next to weights, optimizer and reference model)")
+        return text
 
 
 def estimate(arch: Architecture, *, master_weights: str, reference_model: bool, micro_batch: int,
              tokens_per_row: int, vllm_fraction: float, card_gib: float,
-             gradient_checkpointing: bool = True, use_vllm: bool = True) -> MemoryEstimate:
-    """Peak memory of a colocated training step's loss pass (see the module docstring)."""
+             gradient_checkpointing: bool = True, use_vllm: bool = True,
+             vllm_sleep: bool = False) -> MemoryEstimate:
+    """Peak memory of a colocated training step's loss pass and generation phase (see the
+    module docstring)."""
     if master_weights not in MASTER_WEIGHTS:
         raise ValueError(f"master_weights must be one of {MASTER_WEIGHTS}, got {master_weights!r}")
     n = arch.params
     fp32 = master_weights == "fp32"
     w = 4 if fp32 else 2
     act_elem = arch.activation_elements_per_token(gradient_checkpointing)
+    share = vllm_fraction * card_gib * GIB
     return MemoryEstimate(
         weights=n * w,
         gradients=n * w,
@@ -207,11 +245,13 @@ def estimate(arch: Architecture, *, master_weights: str, reference_model: bool, 
         autocast_copies=n * 2 if fp32 else 0,
         reference_model=n * w if reference_model else 0,
         activations=micro_batch * tokens_per_row * act_elem * w * ACTIVATION_MARGIN,
-        vllm_reserve=vllm_fraction * card_gib * GIB if use_vllm else 0,
+        vllm_reserve=(VLLM_WORKSPACE_GIB * GIB if vllm_sleep else share) if use_vllm else 0,
         runtime=RUNTIME_GIB * GIB,
         card_bytes=card_gib * GIB,
         micro_batch=micro_batch,
         tokens_per_row=tokens_per_row,
+        vllm_share=share if use_vllm else 0,
+        vllm_sleep=vllm_sleep and use_vllm,
     )
 
 
@@ -236,11 +276,47 @@ def kv_shortfall(arch: Architecture, *, rows: int, tokens_per_row: int, vllm_fra
     return (f"vLLM's KV cache holds at most {capacity:,} tokens ({vllm_fraction} of {card_gib} GiB less its "
             f"bf16 weights, {arch.kv_cache_bytes_per_token() // 1024} KiB a token), {capacity // tokens_per_row} rows "
             f"at the cap, but a step at G_max gives each engine {rows} rows of up to {tokens_per_row} tokens "
-            f"({need:,}): rows will queue and be preempted; raise device.vllm_gpu_memory_utilization, spread "
+            f"({need:,}): rows will queue and be preempted; raise device.vllm_gpu_memory_utilization (auto: the "
+            "share that holds them; with device.vllm_sleep_mode the loss pass does not pay for it), spread "
             "the cell over more GPUs (launch.processes_per_node) or lower train.prompts_per_step")
 
 
+def vllm_share_for(arch: Architecture, *, rows: int, tokens_per_row: int, card_gib: float) -> float:
+    """The smallest share of the card (in hundredths) whose engine holds its bf16 weights,
+    ``VLLM_WORKSPACE_GIB`` and the KV cache of ``rows`` rows of ``tokens_per_row`` tokens
+    (``vllm_kv_capacity_tokens`` of it holds them)."""
+    need = arch.params * 2 + rows * tokens_per_row * arch.kv_cache_bytes_per_token() + VLLM_WORKSPACE_GIB * GIB
+    share = math.ceil(need / (card_gib * GIB) * 100 - 1e-9) / 100
+    if share > MAX_VLLM_SHARE:
+        raise ValueError(
+            f"device.vllm_gpu_memory_utilization=auto: {rows} rows of up to {tokens_per_row} tokens per engine "
+            f"need {need / GIB:.1f} GiB of vLLM (weights, KV cache at the cap, {VLLM_WORKSPACE_GIB:g} GiB "
+            f"workspace), {need / (card_gib * GIB):.2f} of a {card_gib} GiB card; spread the cell over more "
+            "GPUs (launch.processes_per_node), lower train.prompts_per_step, or set a share (rows then "
+            "queue: the warning names the cells)")
+    return share
+
+
 # -- a pipeline config's cells --------------------------------------------------------------
+
+
+def vllm_share(config: dict[str, Any], model: str) -> float:
+    """``device.vllm_gpu_memory_utilization`` of ``model``'s cells: the config's number, or for
+    ``auto`` ``vllm_share_for`` one engine's rows of the grid's largest step (P x G_max, or the
+    rollout budget, over the cell's processes), the same for every cell of the model."""
+    device, train = _settings(config)
+    value = device("vllm_gpu_memory_utilization")
+    if value != "auto":
+        return value
+    card = card_gib(config)
+    if card is None:
+        raise ValueError("device.vllm_gpu_memory_utilization=auto needs device.gpu_memory_gib (and "
+                         "device.use_cpu=false): the card the share is a part of")
+    g_max = max(g for s in config["sizings"] for g in parse_sizing(s).group_sizes(parse_sizing(s).cell_block(config)))
+    rollouts = train("rollout_budget") or train("prompts_per_step") * g_max
+    processes = LaunchSection.from_dict(dict(config.get("launch") or {})).processes
+    return vllm_share_for(architecture_of(config["models"][model], model), rows=-(-rollouts // processes),
+                          tokens_per_row=train("max_prompt_length") + train("max_completion_length"), card_gib=card)
 
 
 def card_gib(config: dict[str, Any]) -> float | None:
@@ -264,10 +340,11 @@ def cell_estimate(config: dict[str, Any], model: str, algo: Any, micro_batch: in
         reference_model=algo.beta > 0,
         micro_batch=micro_batch,
         tokens_per_row=train("max_prompt_length") + train("max_completion_length"),
-        vllm_fraction=device("vllm_gpu_memory_utilization"),
+        vllm_fraction=vllm_share(config, model) if device("use_vllm") else 0.0,
         card_gib=card,
         gradient_checkpointing=device("gradient_checkpointing"),
         use_vllm=device("use_vllm"),
+        vllm_sleep=device("vllm_sleep_mode"),
     )
 
 
@@ -294,7 +371,7 @@ def cell_kv_shortfall(config: dict[str, Any], model: str, rows: int) -> str | No
         return None
     return kv_shortfall(architecture_of(config["models"][model], model), rows=rows,
                         tokens_per_row=train("max_prompt_length") + train("max_completion_length"),
-                        vllm_fraction=device("vllm_gpu_memory_utilization"), card_gib=card)
+                        vllm_fraction=vllm_share(config, model), card_gib=card)
 
 
 def auto_accumulation(config: dict[str, Any], model: str, algo: Any, group_sizes: tuple[int, ...],

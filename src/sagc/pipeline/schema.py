@@ -16,7 +16,8 @@ What the model takes from the code instead of restating it:
   policy, from the sizing registry (``sagc.controller.registry``);
 - the ``train`` and ``device`` blocks whole (keys, types, ranges, defaults, descriptions):
   they are the trainer's typed cell sections (``sagc.train.config.TrainSection`` /
-  ``DeviceSection``), ``train`` with only the pipeline's own changes (``TrainBlock``). A
+  ``DeviceSection``), each with only the pipeline's own changes (``TrainBlock``,
+  ``DeviceBlock``: "auto" for the accumulation and the vLLM share). A
   key the trainer accepts is a key the pipeline accepts, and absent keys take the
   trainer's default (no train key but ``TRAIN_FILLED`` is filled in by the schema, so
   adding a trainer default never changes existing cells' configs);
@@ -46,7 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sagc.aggregate.grid import TIME_UNITS
 from sagc.aggregate.grid import Grid as AggregateDefaults
-from sagc.config_models import Text
+from sagc.config_models import Number, Text
 from sagc.controller import POLICIES, SAGCConfig, sizing_pattern
 from sagc.evaluate.config import EvalSettings
 from sagc.prompt_aware.config import PromptSAGCConfig
@@ -140,6 +141,19 @@ class TrainBlock(TrainSection):
             "model and algorithm, with train.micro_batch_rows set to it (every cell trains in passes of "
             "that size, whatever its G). vLLM still generates the whole step at once (max_num_seqs = "
             "P x G_max whatever the split)."))
+
+
+class DeviceBlock(DeviceSection):
+    """The trainer's ``device`` section (``sagc.train.config.DeviceSection``) as a pipeline
+    config states it: ``vllm_gpu_memory_utilization`` may also be "auto"."""
+
+    vllm_gpu_memory_utilization: Union[Number(gt=0.0, le=1.0), Literal["auto"]] = Field(
+        DeviceSection.default("vllm_gpu_memory_utilization"),
+        description=DeviceSection.model_fields["vllm_gpu_memory_utilization"].description + (
+            " \"auto\": the smallest share that holds the engine's weights, a workspace and the KV cache of "
+            "its rows of the grid's largest step at the length cap (sagc.pipeline.memory.vllm_share), the "
+            "same for every cell of a model; needs device.gpu_memory_gib. With device.vllm_sleep_mode the "
+            "loss pass does not pay for it."))
 
 
 #: The train keys whose default the schema fills in (the rest stay absent: the trainer's).
@@ -252,7 +266,7 @@ class PipelineConfig(_Block):
     wandb: WandbBlock = {}
     aggregate: AggregateBlock = {}
     simulate: SimulateBlock = {}
-    device: DeviceSection = {}
+    device: DeviceBlock = {}
     launch: LaunchBlock = Field({}, description=(
         "How many processes train each cell: nodes x processes_per_node, one GPU each; started with "
         "accelerate launch when more than one (sagc.pipeline.launch)."))

@@ -264,6 +264,7 @@ def grpo_config_kwargs(cfg: Any, algo: AlgorithmSettings, shapes: StepShapes) ->
             vllm_mode=dev.vllm_mode,
             vllm_gpu_memory_utilization=dev.vllm_gpu_memory_utilization,
             vllm_tensor_parallel_size=dev.vllm_tensor_parallel_size,
+            vllm_enable_sleep_mode=dev.vllm_sleep_mode,
             vllm_max_model_length=t.max_prompt_length + t.max_completion_length,
             vllm_importance_sampling_mode=dev.vllm_importance_sampling_mode,
             vllm_importance_sampling_clip_max=dev.vllm_importance_sampling_clip_max,

@@ -34,6 +34,11 @@ would keep the kernel packed at load, so its kernel is rebuilt from the synced w
 (``_repack_kept_weights``). After a sync vLLM's log-probs equal the policy's
 (``tests/train/test_vllm_cpu.py``). On GPUs TRL's own copy is used.
 
+**Sleep mode** (``device.vllm_sleep_mode``, GPUs only): TRL puts the colocated engine to sleep
+after each generation (weights and KV cache freed) and wakes it before the next; the weights
+are pushed again then, which ``timed_weight_sync`` does and times, also for a DAPO refill round
+inside a step. Waking the KV cache happens inside TRL's generation call and counts as rollout.
+
 **Importance sampling.** ``record_importance_sampling`` logs the fraction of the
 correction's units (tokens, or rows for the sequence modes) that the mode masked (ratio set
 to 0) or truncated (ratio capped at the clip). With 4k-token completions a sequence-level
@@ -215,8 +220,14 @@ def record_kv_use(trainer: Any, prompt_ids: Sequence[Sequence[int]], completion_
 
 def timed_weight_sync(trainer: Any) -> float:
     """TRL's own "sync the weights to vLLM if the optimizer step changed", timed; returns
-    its seconds (0.0 when nothing was synced)."""
-    if not trainer.use_vllm or trainer.state.global_step == trainer._last_loaded_step:
+    its seconds (0.0 when nothing was synced). In sleep mode (``device.vllm_sleep_mode``) the
+    engine discarded its weights after the last generation, so a DAPO refill round of the
+    same step needs them pushed again: TRL would do it inside its generation call, where it
+    would count as rollout time."""
+    if not trainer.use_vllm:
+        return 0.0
+    asleep = bool(getattr(trainer.vllm_generation, "_llm_weights_sleeping", False))
+    if trainer.state.global_step == trainer._last_loaded_step and not asleep:
         return 0.0
     t0 = time.perf_counter()
     sync_weights(trainer.vllm_generation)

@@ -78,6 +78,11 @@ VLLM_GENERATION_METHODS: tuple[str, ...] = (
     "_iter_named_params",  # the policy's weights as TRL gathers them, for the CPU build's reload
 )
 
+#: Instance attributes of TRL's ``VLLMGeneration`` that ``sagc.train.rollout`` reads.
+VLLM_GENERATION_ATTRIBUTES: tuple[str, ...] = (
+    "_llm_weights_sleeping",  # sleep mode: the engine discarded its weights (timed_weight_sync re-pushes them)
+)
+
 
 def check_contract(trainer_cls: type | None = None) -> list[str]:
     """Problems of ``trainer_cls`` (default: the installed ``trl.GRPOTrainer``) against
@@ -107,6 +112,10 @@ def check_contract(trainer_cls: type | None = None) -> list[str]:
     for name in VLLM_GENERATION_METHODS:
         if not callable(getattr(VLLMGeneration, name, None)):
             problems.append(f"TRL VLLMGeneration.{name} is gone (sagc.train.rollout.sync_weights calls it)")
+    generation_source = inspect.getsource(VLLMGeneration)
+    for attr in VLLM_GENERATION_ATTRIBUTES:
+        if not re.search(rf"self\.{re.escape(attr)}\s*[:=]", generation_source):
+            problems.append(f"TRL attribute VLLMGeneration.{attr}: no longer assigned (sagc.train.rollout reads it)")
     return problems
 
 
