@@ -75,8 +75,6 @@ def test_bad_config_names_file_and_key(mutate, expected):
 @pytest.mark.parametrize("device, expected, fix", [
     ({"vllm_tensor_parallel_size": 2}, "device.vllm_tensor_parallel_size=2 is not supported", "set it to 1"),
     ({"vllm_mode": "server"}, "device.vllm_mode=server needs a `trl vllm-serve` process", "vllm_mode=colocate"),
-    ({"use_vllm": False, "vllm_gpu_memory_utilization": 0.3},
-     "device.vllm_sleep_mode=true needs device.use_vllm=true", "use_vllm=true"),
 ])
 def test_vllm_settings_the_trainer_cannot_run_are_refused_before_any_job(device, expected, fix):
     """TRL accepts both and fails only after the model has loaded (or after waiting for a

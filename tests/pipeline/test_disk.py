@@ -189,7 +189,7 @@ def test_a_hub_model_without_a_count_is_unknown_not_guessed(tmp_path, monkeypatc
     config = yaml.safe_load((REPO / "configs/paper.yaml").read_text())
     config["models"]["mystery"] = {"hub_id": "sagc-test/not-a-cached-model"}
     config["train"]["gradient_accumulation_steps"] = 16  # auto needs the architecture
-    config["device"]["gpu_memory_gib"] = None
+    config["device"].update(gpu_memory_gib=None, vllm_gpu_memory_utilization=0.3)  # auto needs the card too
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         config = prepare(config, "configs/paper.yaml", schema_path=SCHEMA)

@@ -289,11 +289,15 @@ def test_the_workflow_survives_slurms_warning(tmp_path):
 
 
 def test_the_launch_block_and_the_strategy_reach_every_cell_and_its_micro_batch():
+    # One vLLM share for both (auto sizes it for an engine's share of the step: 4x the rows on one GPU)
     config = raw("paper", processes_per_node=4)
     config["models"]["llama-3.2-3b"]["strategy"] = "fsdp2"
+    config["device"]["vllm_gpu_memory_utilization"] = 0.3
     config = prepare(config, "configs/test.yaml")
     grid = Grid.from_config(config)
-    one = prepare(raw("paper", processes_per_node=1), "x")
+    alone_config = raw("paper", processes_per_node=1)
+    alone_config["device"]["vllm_gpu_memory_utilization"] = 0.3
+    one = prepare(alone_config, "x")
     for cell in grid.cells():
         cfg = TrainConfig.from_dict(train_cell_config(config, grid, cell), check_vllm=False)
         assert cfg.launch.processes == 4

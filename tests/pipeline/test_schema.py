@@ -74,11 +74,9 @@ PROBES = [-1, 0, 1, 2, 3, 0.5, 1.5, "x", "auto", "", None, True, [], ["s"], {}, 
 
 #: Probes refused only by a rule across keys (checked for every cell by the pipeline, and
 #: in tests/train/test_config.py): exactly one of prompts_per_step / rollout_budget, and
-#: use_vllm needing use_cpu false, vllm_sleep_mode needing use_vllm. "auto" is the pipeline's
-#: own value, resolved per cell.
+#: use_vllm needing use_cpu false. "auto" is the pipeline's own value, resolved per cell.
 CROSS_KEY = [("prompts_per_step", None), ("rollout_budget", None), ("use_vllm", True),
-             ("vllm_sleep_mode", True), ("gradient_accumulation_steps", "auto"),
-             ("vllm_gpu_memory_utilization", "auto")]
+             ("gradient_accumulation_steps", "auto"), ("vllm_gpu_memory_utilization", "auto")]
 
 
 def _agree(block_schema, section_from_dict, key, base):

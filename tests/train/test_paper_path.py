@@ -54,7 +54,9 @@ def paper_cell(world: dict, tmp_path: Path, model: str, algorithm: str, sizing: 
     """A paper cell as the pipeline resolves it for ``card``, pointed at the tiny world and
     sized for CPU: CPU instead of the GPU, HF generate instead of vLLM, 1 short step."""
     config = yaml.safe_load((REPO / "configs/paper.yaml").read_text())
-    config["device"].update(CARDS[card])
+    # The card's share, or a fixed one: on one process an engine would hold all 512 rows of a
+    # G = 16 step, more than auto can give it (and this cell generates with HF generate).
+    config["device"].update({"vllm_gpu_memory_utilization": 0.3, **CARDS[card]})
     config["launch"] = {"processes_per_node": 1}  # one CPU process (the paper: one per GPU)
     config = prepare(config, "configs/paper.yaml")
     grid = Grid.from_config(config)

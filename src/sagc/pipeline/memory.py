@@ -303,11 +303,16 @@ def vllm_share_for(arch: Architecture, *, rows: int, tokens_per_row: int, card_g
 def vllm_share(config: dict[str, Any], model: str) -> float:
     """``device.vllm_gpu_memory_utilization`` of ``model``'s cells: the config's number, or for
     ``auto`` ``vllm_share_for`` one engine's rows of the grid's largest step (P x G_max, or the
-    rollout budget, over the cell's processes), the same for every cell of the model."""
+    rollout budget, over the cell's processes), the same for every cell of the model (without
+    ``use_vllm``, where the key is unused, the trainer's default)."""
+    from sagc.train.config import DeviceSection
+
     device, train = _settings(config)
     value = device("vllm_gpu_memory_utilization")
     if value != "auto":
         return value
+    if not device("use_vllm"):
+        return DeviceSection.default("vllm_gpu_memory_utilization")  # no engine: the key is unused
     card = card_gib(config)
     if card is None:
         raise ValueError("device.vllm_gpu_memory_utilization=auto needs device.gpu_memory_gib (and "

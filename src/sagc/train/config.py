@@ -248,7 +248,7 @@ class DeviceSection(Section):
         "TRL's vllm_enable_sleep_mode: the colocated engine frees its weights and KV cache after each "
         "generation (sleep level 2) and takes them back before the next, the weights re-pushed from the "
         "policy. The loss pass then has the card without the vLLM share, so the share can be as large as "
-        "a step at G_max needs. CUDA only: vLLM's CPU build has no sleep mode."))
+        "a step at G_max needs. CUDA only: vLLM's CPU build has no sleep mode. Unused without use_vllm."))
     master_weights: OneOf(MASTER_WEIGHTS) = Field("fp32", description=(
         "How the optimizer keeps the weights when bf16 is on. fp32: fp32 master weights with bf16 "
         "autocast (the model is loaded in fp32). bf16_kahan: bf16 weights with an AdamW that carries "
@@ -268,10 +268,7 @@ class DeviceSection(Section):
 
     @model_validator(mode="after")
     def _check_hardware(self) -> "DeviceSection":
-        if self.vllm_sleep_mode and not self.use_vllm:
-            raise ValueError("device.vllm_sleep_mode=true needs device.use_vllm=true (it puts the colocated "
-                             "vLLM engine to sleep between generations)")
-        if self.vllm_sleep_mode and self.use_cpu:
+        if self.vllm_sleep_mode and self.use_vllm and self.use_cpu:
             raise ValueError("device.vllm_sleep_mode=true is not available on CPU: vLLM's CPU build has no "
                              "sleep mode; set device.vllm_sleep_mode=false")
         if self.use_vllm and self.use_cpu and not vllm_cpu_build_installed():
