@@ -19,6 +19,7 @@ from sagc.controller.registry import (
     Policy,
     Sizing,
     fixed_group_size,
+    grid_group_sizes,
     make_group_sizer,
     measurement,
     parse_sizing,
@@ -36,7 +37,7 @@ from sagc.controller.sagc import (
 )
 
 __all__ = [
-    "MEASUREMENT_KEYS", "POLICIES", "Policy", "Sizing", "fixed_group_size", "make_group_sizer",
+    "MEASUREMENT_KEYS", "POLICIES", "Policy", "Sizing", "fixed_group_size", "grid_group_sizes", "make_group_sizer",
     "measurement", "parse_sizing", "sizing_pattern", "SELECTIONS", "STATE_VERSION", "FixedGroupSize",
     "GroupSizer", "SAGCConfig", "SAGCController", "StepRecord", "summarize",
 ]

@@ -262,6 +262,12 @@ def measurement(config: Mapping[str, Any]) -> SAGCConfig:
     return SAGCConfig.from_dict({k: v for k, v in block.items() if k in MEASUREMENT_KEYS})
 
 
+def grid_group_sizes(config: Mapping[str, Any]) -> tuple[int, ...]:
+    """Every G that a pipeline config's ``sizings`` can choose (each with its config block),
+    sorted."""
+    return tuple(sorted({g for s in config["sizings"] for g in parse_sizing(s).group_sizes(parse_sizing(s).cell_block(config))}))
+
+
 def make_group_sizer(
     sizing: str, sagc: SAGCConfig | Mapping[str, Any] | None = None, seed: int | None = None
 ) -> GroupSizer:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from sagc.controller import measurement, parse_sizing
+from sagc.controller import grid_group_sizes, measurement, parse_sizing
 from sagc.evaluate.config import EvalConfig, EvalSettings
 from sagc.evaluate.taskcfg import describe_plan, evaluation_plan, task_benchmarks, world_tasks
 from sagc.pipeline.grid import Cell, Grid
@@ -46,8 +46,7 @@ def measure_prompts(config: dict[str, Any]) -> int:
     train = config["train"]
     if train.get("prompts_per_step") is not None:
         return int(train["prompts_per_step"])
-    largest = max(max(parse_sizing(s).group_sizes(parse_sizing(s).cell_block(config))) for s in config["sizings"])
-    return max(1, int(train["rollout_budget"]) // largest)
+    return max(1, int(train["rollout_budget"]) // max(grid_group_sizes(config)))
 
 
 def train_cell_config(config: dict[str, Any], grid: Grid, cell: Cell) -> dict[str, Any]:
@@ -122,8 +121,7 @@ def resolve_accumulation(config: dict[str, Any], cell: Cell) -> tuple[int, int]:
     algo = resolve_algorithm({"name": cell.algorithm, **config.get("algorithm_overrides", {}).get(cell.algorithm, {})},
                              train_setting(config, "max_completion_length"))
     sizes = SizingSection.from_dict(sizing_section(config, cell.sizing)).group_sizes()
-    smallest = min(g for s in config["sizings"]
-                   for g in SizingSection.from_dict(sizing_section(config, s)).group_sizes())
+    smallest = min(grid_group_sizes(config))
     processes = LaunchSection.from_dict(pipeline_launch(config, cell.model)).processes
     ga = auto_accumulation(config, cell.model, algo, (smallest,), processes=processes)
     train = config["train"]

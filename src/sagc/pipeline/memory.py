@@ -67,8 +67,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from sagc.controller import parse_sizing
-from sagc.train.config import MASTER_WEIGHTS, LaunchSection
+from sagc.controller import grid_group_sizes
+from sagc.train.config import MASTER_WEIGHTS, DeviceSection, LaunchSection, TrainSection
 
 GIB = 1024**3
 #: Multiplier on the activation estimate for what it leaves out.
@@ -305,8 +305,6 @@ def vllm_share(config: dict[str, Any], model: str) -> float:
     ``auto`` ``vllm_share_for`` one engine's rows of the grid's largest step (P x G_max, or the
     rollout budget, over the cell's processes), the same for every cell of the model (without
     ``use_vllm``, where the key is unused, the trainer's default)."""
-    from sagc.train.config import DeviceSection
-
     device, train = _settings(config)
     value = device("vllm_gpu_memory_utilization")
     if value != "auto":
@@ -317,8 +315,7 @@ def vllm_share(config: dict[str, Any], model: str) -> float:
     if card is None:
         raise ValueError("device.vllm_gpu_memory_utilization=auto needs device.gpu_memory_gib (and "
                          "device.use_cpu=false): the card the share is a part of")
-    g_max = max(g for s in config["sizings"] for g in parse_sizing(s).group_sizes(parse_sizing(s).cell_block(config)))
-    rollouts = train("rollout_budget") or train("prompts_per_step") * g_max
+    rollouts = train("rollout_budget") or train("prompts_per_step") * max(grid_group_sizes(config))
     processes = LaunchSection.from_dict(dict(config.get("launch") or {})).processes
     return vllm_share_for(architecture_of(config["models"][model], model), rows=-(-rollouts // processes),
                           tokens_per_row=train("max_prompt_length") + train("max_completion_length"), card_gib=card)
@@ -356,7 +353,6 @@ def cell_estimate(config: dict[str, Any], model: str, algo: Any, micro_batch: in
 def _settings(config: dict[str, Any]):
     """``(device(key), train(key))``: a checked config's device and train values, the
     trainer's defaults where the config states none."""
-    from sagc.train.config import DeviceSection, TrainSection
 
     def device(key: str) -> Any:
         return config.get("device", {}).get(key, DeviceSection.default(key))
