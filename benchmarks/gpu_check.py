@@ -260,7 +260,6 @@ def resolve_cell(world: dict, out: Path, *, tiny: bool, card_gib: float, steps: 
     cell["model"]["revision"] = None
     cell["data"]["train"] = world["data"]
     cell["device"]["use_vllm"] = False
-    cell["device"]["vllm_sleep_mode"] = False  # no engine to put to sleep
     cell["device"]["use_cpu"] = tiny  # bf16, master weights, checkpointing: as the paper
     cell["train"]["steps"] = steps
     cell["train"]["save_steps"] = save_steps

@@ -57,7 +57,7 @@ def _independent_cell(monkeypatch) -> tuple[dict, dict]:
     config["train"].update(prompts_per_step=PROMPTS, max_completion_length=MAX_COMPLETION)
     config = prepare(config, "configs/paper.yaml")
     cell = train_cell_config(config, Grid.from_config(config), Cell("qwen2.5-3b", "grpo", "sagc", 0))
-    cell["device"].update(use_cpu=True, use_vllm=False, vllm_sleep_mode=False)
+    cell["device"].update(use_cpu=True, use_vllm=False)
     cell["train"]["steps"] = STEPS
     return config, cell
 

@@ -265,7 +265,8 @@ def measurement(config: Mapping[str, Any]) -> SAGCConfig:
 def grid_group_sizes(config: Mapping[str, Any]) -> tuple[int, ...]:
     """Every G that a pipeline config's ``sizings`` can choose (each with its config block),
     sorted."""
-    return tuple(sorted({g for s in config["sizings"] for g in parse_sizing(s).group_sizes(parse_sizing(s).cell_block(config))}))
+    sizings = [parse_sizing(s) for s in config["sizings"]]
+    return tuple(sorted({g for s in sizings for g in s.group_sizes(s.cell_block(config))}))
 
 
 def make_group_sizer(

@@ -342,7 +342,7 @@ def cell_estimate(config: dict[str, Any], model: str, algo: Any, micro_batch: in
         reference_model=algo.beta > 0,
         micro_batch=micro_batch,
         tokens_per_row=train("max_prompt_length") + train("max_completion_length"),
-        vllm_fraction=vllm_share(config, model) if device("use_vllm") else 0.0,
+        vllm_fraction=vllm_share(config, model),
         card_gib=card,
         gradient_checkpointing=device("gradient_checkpointing"),
         use_vllm=device("use_vllm"),
