@@ -41,7 +41,7 @@ as such:
 
 Printed, and written to ``OUT/gpu_check.json`` (one JSON object, also the last line of the
 output): the device and the torch / transformers / TRL versions; the resolved layout
-(``TrainConfig.layout()``: gradient accumulation, per-device micro-batch at every G) and
+(``TrainConfig.resolved``: gradient accumulation, per-device micro-batch at every G) and
 the TRL arguments the trainer got; the peak GPU memory (``torch.cuda.max_memory_allocated``,
 reset before training, and per step) against ``sagc.pipeline.memory.cell_estimate`` for
 the cell (without the vLLM share this run does not reserve; with it; and for this model's
@@ -273,6 +273,13 @@ def resolve_cell(world: dict, out: Path, *, tiny: bool, card_gib: float, steps: 
     cell["wandb"]["mode"] = "disabled"
     cell["wandb"]["dir"] = str(out / "train" / "wandb")
     cell["output_dir"] = str(out / "train")
+    # Edited here, so resolved again when loaded; the layout must stay the pipeline's (the
+    # same train, algorithm and sizing: the accumulation it chose is in train).
+    pipeline_layout = cell.pop("resolved")["layout"]
+    from sagc.train.config import TrainConfig
+
+    if TrainConfig.from_dict(cell, check_vllm=False).resolved.layout.model_dump() != pipeline_layout:
+        raise AssertionError("the edited cell lays out its steps unlike the pipeline's")
     pt = paper["train"]
     differs = {
         "use_vllm": "false (HF generate; the paper: a colocated vLLM)" if paper["device"]["use_vllm"] else "false",
@@ -299,7 +306,7 @@ def estimates(config: dict, cfg, world: dict) -> dict[str, Any]:
     sized it (vLLM share reserved), and for the model actually built."""
     from sagc.pipeline.memory import Architecture, cell_estimate, estimate
 
-    algo, shapes = cfg.layout()
+    algo, shapes = cfg.resolved.algorithm, cfg.resolved.layout
     micro = shapes.max_micro_batch
     sized = cell_estimate(config, MODEL, algo, micro)
     run_config = copy.deepcopy(config)
@@ -327,7 +334,7 @@ def estimates(config: dict, cfg, world: dict) -> dict[str, Any]:
 
 
 def layout_of(cfg) -> dict[str, Any]:
-    algo, shapes = cfg.layout()
+    algo, shapes = cfg.resolved.algorithm, cfg.resolved.layout
     return {
         "gradient_accumulation_steps": shapes.gradient_accumulation_steps,
         "steps_per_generation": shapes.steps_per_generation,
@@ -380,7 +387,7 @@ def train(cfg, *, on_gpu: bool) -> dict[str, Any]:
 
     if cfg.train.torch_threads is not None:
         torch.set_num_threads(cfg.train.torch_threads)
-    _, shapes = cfg.layout()
+    shapes = cfg.resolved.layout
     t0 = time.perf_counter()
     trainer = build_trainer(cfg, callbacks=[StepPeaks(shapes.updates_per_rollout)], trainer_cls=TimedSaves)
     build_s = time.perf_counter() - t0

@@ -57,6 +57,7 @@ def _cell(base: dict, sizing: str, steps: int, out: Path) -> dict:
     cell.setdefault("train", {})["steps"] = steps
     cell.setdefault("wandb", {})["dir"] = str(run_dir / "wandb")
     cell["wandb"]["mode"] = "offline"
+    cell.pop("resolved", None)  # another sizing and length than the pipeline resolved: resolved when loaded
     return cell
 
 

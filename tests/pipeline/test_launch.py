@@ -304,7 +304,7 @@ def test_the_launch_block_and_the_strategy_reach_every_cell_and_its_micro_batch(
         assert cfg.launch.strategy == ("fsdp2" if cell.model == "llama-3.2-3b" else "ddp")
         alone = TrainConfig.from_dict(train_cell_config(one, Grid.from_config(one), cell), check_vllm=False)
         # the per-GPU micro-batch is what the card holds: the same, the accumulation 4x smaller
-        assert cfg.layout()[1].max_micro_batch == alone.layout()[1].max_micro_batch, cell.id
+        assert cfg.resolved.layout.max_micro_batch == alone.resolved.layout.max_micro_batch, cell.id
         assert cfg.train.gradient_accumulation_steps * 4 == alone.train.gradient_accumulation_steps, cell.id
 
 

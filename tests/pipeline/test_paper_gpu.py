@@ -19,7 +19,7 @@ from sagc.pipeline.config import ConfigError, prepare
 from sagc.pipeline.grid import Grid
 from sagc.pipeline.memory import PAPER_MODEL_CONFIGS, Architecture, cell_estimate
 from sagc.train.config import TrainConfig
-from sagc.train.presets import grpo_config_kwargs, resolve_algorithm, step_shapes, vllm_max_num_seqs
+from sagc.train.presets import grpo_config_kwargs, vllm_max_num_seqs
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -47,9 +47,7 @@ def resolved_cells(config: dict):
     grid = Grid.from_config(config)
     for cell in grid.cells():
         cfg = TrainConfig.from_dict(train_cell_config(config, grid, cell), check_vllm=False)
-        algo = resolve_algorithm(cfg.algorithm, cfg.train.max_completion_length)
-        # one process's share of the step (the cell's launch: several GPUs)
-        shapes = step_shapes(cfg.train, algo, cfg.sizing.group_sizes(), processes=cfg.launch.processes)
+        algo, shapes = cfg.resolved.algorithm, cfg.resolved.layout  # one process's share of the step
         yield config, cell, cfg, algo, shapes, grpo_config_kwargs(cfg, algo, shapes)
 
 

@@ -76,7 +76,7 @@ def main() -> int:
     ns = parser.parse_args()
     os.environ.pop("WANDB_SERVICE", None)
     cfg = load_config(ns.cell)
-    upd = cfg.layout()[1].updates_per_rollout
+    upd = cfg.resolved.layout.updates_per_rollout
     callbacks = []
     if ns.kill_after:
         callbacks.append(SignalAfter(ns.kill_after, upd, "kill"))

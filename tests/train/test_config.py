@@ -10,7 +10,7 @@ import time
 import pytest
 
 from sagc.train.config import TrainConfig, load_config, vllm_installed
-from sagc.train.presets import grpo_config_kwargs, resolve_algorithm, step_shapes, vllm_max_num_seqs
+from sagc.train.presets import grpo_config_kwargs, resolve_algorithm, vllm_max_num_seqs
 
 
 @pytest.fixture
@@ -117,7 +117,7 @@ def test_splits_that_would_drop_rows_are_refused(cell):
     with pytest.raises(ValueError, match="cannot be split into algorithm.minibatches"):
         TrainConfig.from_dict(bad)
     ok = _with(_with(cell, "train.prompts_per_step", None), "train.rollout_budget", 48)
-    shapes = step_shapes(TrainConfig.from_dict(ok).train, resolve_algorithm({"name": "grpo"}, 160), (4, 8, 16))
+    shapes = TrainConfig.from_dict(ok).resolved.layout
     assert {g: s.prompts for g, s in shapes.shapes.items()} == {4: 12, 8: 6, 16: 3}
 
 
@@ -138,8 +138,8 @@ def test_grpo_config_kwargs_cpu_build_a_real_grpoconfig(cell):
     from trl import GRPOConfig
 
     cfg = TrainConfig.from_dict(_with(_with(cell, "algorithm", {"name": "dapo"}), "cell.algorithm", "dapo"))
-    algo = resolve_algorithm(cfg.algorithm, cfg.train.max_completion_length)
-    kw = grpo_config_kwargs(cfg, algo, step_shapes(cfg.train, algo, cfg.sizing.group_sizes()))
+    algo = cfg.resolved.algorithm
+    kw = grpo_config_kwargs(cfg, algo, cfg.resolved.layout)
     args = GRPOConfig(**kw)
     assert args.max_steps == 60 and args.save_steps == 20  # steps x 2 updates per rollout
     assert args.steps_per_generation == 2 and args.gradient_accumulation_steps == 1
@@ -154,8 +154,8 @@ def test_gpu_plumbing_sizes_vllm_for_prompts_times_gmax(cell):
                                  "use_vllm": True, "vllm_mode": "colocate",
                                  "vllm_gpu_memory_utilization": 0.4, "vllm_tensor_parallel_size": 1})
     cfg = TrainConfig.from_dict(gpu, check_vllm=False)  # the plumbing, without the package
-    algo = resolve_algorithm(cfg.algorithm, cfg.train.max_completion_length)
-    kw = grpo_config_kwargs(cfg, algo, step_shapes(cfg.train, algo, cfg.sizing.group_sizes()))
+    algo = cfg.resolved.algorithm
+    kw = grpo_config_kwargs(cfg, algo, cfg.resolved.layout)
     assert kw["bf16"] and kw["gradient_checkpointing"] and not kw["use_cpu"]
     assert kw["use_vllm"] and kw["vllm_mode"] == "colocate" and kw["vllm_gpu_memory_utilization"] == 0.4
     assert kw["vllm_max_model_length"] == 96 + 160
@@ -163,13 +163,12 @@ def test_gpu_plumbing_sizes_vllm_for_prompts_times_gmax(cell):
     assert kw["model_init_kwargs"]["dtype"] == "float32"
     assert kw["vllm_importance_sampling_mode"] == "token_truncate"
     kahan = TrainConfig.from_dict(_with(gpu, "device.master_weights", "bf16_kahan"), check_vllm=False)
-    assert grpo_config_kwargs(kahan, algo, step_shapes(kahan.train, algo, kahan.sizing.group_sizes())
-                              )["model_init_kwargs"]["dtype"] == "bfloat16"
+    assert grpo_config_kwargs(kahan, algo, kahan.resolved.layout)["model_init_kwargs"]["dtype"] == "bfloat16"
     assert vllm_max_num_seqs(kw) == 4 * 16  # the largest step (P x G_max) in one pass
     # With a rollout budget the largest step is the budget, whatever G.
     budget = _with(_with(gpu, "train.prompts_per_step", None), "train.rollout_budget", 64)
     cfg = TrainConfig.from_dict(budget, check_vllm=False)
-    kw = grpo_config_kwargs(cfg, algo, step_shapes(cfg.train, algo, cfg.sizing.group_sizes()))
+    kw = grpo_config_kwargs(cfg, algo, cfg.resolved.layout)
     assert vllm_max_num_seqs(kw) == 64
 
 
@@ -257,6 +256,18 @@ def test_trainer_checks_its_layout_before_loading_the_model(tmp_path):
                                          r"of the cell \(\[4, 8\]\); 8 does not divide it"):
         build(SAGCController(SAGCConfig(candidates=(4, 8))),
               SAGCTrainingArguments(prompts_per_step=None, rollout_budget=12), max_steps=2)
+    # A resolved layout (a pipeline cell's) must cover the sizer's G and match the args' split.
+    from sagc.train.presets import resolve_algorithm, step_shapes
+
+    layout = step_shapes(resolve_algorithm({"name": "grpo"}, 16), (4,), prompts_per_step=1, rollout_budget=None,
+                         gradient_accumulation_steps=1)
+    with pytest.raises(ValueError, match=r"sagc_args.layout has no step at G = \[8\], which the group sizer"):
+        build(SAGCController(SAGCConfig(candidates=(4, 8))), SAGCTrainingArguments(prompts_per_step=1, layout=layout),
+              max_steps=2)
+    with pytest.raises(ValueError, match="sagc_args.layout splits a step into 1 micro-batches accumulated 1 at a "
+                                         "time; args say 2 and 1"):
+        build(FixedGroupSize(4), SAGCTrainingArguments(prompts_per_step=2, layout=layout), max_steps=2,
+              steps_per_generation=2)
 
 
 def test_stop_strings_reach_vllm_and_the_trimmer_but_not_hf_generate(cell):

@@ -59,6 +59,7 @@ def _independent_cell(monkeypatch) -> tuple[dict, dict]:
     cell = train_cell_config(config, Grid.from_config(config), Cell("qwen2.5-3b", "grpo", "sagc", 0))
     cell["device"].update(use_cpu=True, use_vllm=False)
     cell["train"]["steps"] = STEPS
+    del cell["resolved"]  # edited here: resolved again when loaded
     return config, cell
 
 
@@ -107,7 +108,7 @@ def test_the_layout_and_estimate_are_the_ones_the_cell_config_resolves(tiny_run,
     _, _, r = tiny_run
     config, cell = _independent_cell(monkeypatch)
     cfg = TrainConfig.from_dict(cell, check_vllm=False)
-    algo, shapes = cfg.layout()
+    algo, shapes = cfg.resolved.algorithm, cfg.resolved.layout
     lay = r["layout"]
     assert lay["gradient_accumulation_steps"] == cell["train"]["gradient_accumulation_steps"] \
         == shapes.gradient_accumulation_steps

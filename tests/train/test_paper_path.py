@@ -70,6 +70,7 @@ def paper_cell(world: dict, tmp_path: Path, model: str, algorithm: str, sizing: 
                          gradient_accumulation_steps=2, torch_threads=1, **train)
     cell["wandb"]["mode"] = "disabled"
     cell["output_dir"] = str(tmp_path / "out")
+    del cell["resolved"]  # edited by hand: resolved again when loaded
     return cell
 
 

@@ -14,7 +14,7 @@ from sagc.pipeline.config import prepare
 from sagc.pipeline.grid import Grid
 from sagc.train.config import TrainConfig
 from sagc.train.precision import CompensatedAdamW, optimizer_cls_and_kwargs
-from sagc.train.presets import grpo_config_kwargs, resolve_algorithm, step_shapes
+from sagc.train.presets import grpo_config_kwargs
 from tests.pipeline.test_paper_gpu import CARDS
 from tests.train.paper_world import tiny_paper_model
 
@@ -31,8 +31,7 @@ def paper_setup(card: str):
     config = prepare(config, "configs/paper.yaml")
     grid = Grid.from_config(config)
     cfg = TrainConfig.from_dict(train_cell_config(config, grid, next(iter(grid.cells()))), check_vllm=False)
-    algo = resolve_algorithm(cfg.algorithm, cfg.train.max_completion_length)
-    kw = grpo_config_kwargs(cfg, algo, step_shapes(cfg.train, algo, cfg.sizing.group_sizes()))
+    kw = grpo_config_kwargs(cfg, cfg.resolved.algorithm, cfg.resolved.layout)
     kw.update(use_cpu=True, use_vllm=False, output_dir="unused")
     return cfg.device, GRPOConfig(**kw)
 

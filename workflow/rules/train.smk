@@ -9,6 +9,29 @@ for line in launch.plan_lines(config, GRID, repo=workflow.basedir, cpus_per_node
     print(line, file=sys.stderr)
 
 
+rule stop_tokens:
+    """The cells' stop strings resolved against the model's tokenizer, once per model: a
+    chat end token (a special token) ends generation at its id, the rest are cut as text
+    (sagc.train.stops). A job, since a built world's tokenizer exists only after its own."""
+    input:
+        base=GRID.base_model_json("{model}"),
+    output:
+        f"{ROOT}/models/{{model}}/stops.json",
+    params:
+        model=lambda wc: WORLD.base_model_path(config, GRID, wc.model),
+        revision=lambda wc: cli_flags({"revision": WORLD.base_model_revision(config["models"][wc.model])}),
+        stops=json.dumps(list(train_setting(config, "stop"))),
+    resources:
+        **res("stop_tokens", mem_mb=1000, runtime=5, cpus_per_task=1),
+    log:
+        f"{ROOT}/logs/stop_tokens_{{model}}.log",
+    conda:
+        "../../envs/train.yaml"
+    shell:
+        "python -m sagc.warm -m sagc.train.stops --model {params.model:q} {params.revision}"
+        " --stops {params.stops:q} --out {output:q} > {log:q} 2>&1"
+
+
 rule train:
     """GRPO or DAPO on the world's prompts with the cell's group sizing: a fixed G, or
     SAGC picking G before every rollout from the lengths of the previous ones, in one
@@ -18,10 +41,12 @@ rule train:
     input:
         base=GRID.base_model_json("{model}"),
         data=f"{ROOT}/data/train.jsonl",
+        stops=rules.stop_tokens.output[0],
     output:
         final=directory(f"{ROOT}/train/{CELL_DIR}/final"),
         done=f"{ROOT}/train/{CELL_DIR}/done.json",
     params:
+        # The cell resolved (sagc.train.resolve; its stops are added from input.stops).
         # Canonical JSON: Snakemake reruns a cell whose params changed, and a dict's
         # key order (which follows the YAML file) must not count as a change.
         cell=lambda wc: json.dumps(train_cell_config(config, GRID, cell_of(wc)), sort_keys=True),

@@ -1,5 +1,6 @@
-# Thin: the pipeline validated every cell before any job started, so the job writes the
-# cell's config next to its outputs, trains it exactly as `python -m sagc.train --config
+# Thin: the pipeline validated and resolved every cell before any job started, so the job
+# adds the model's resolved stops (rule stop_tokens), writes the cell's config next to its
+# outputs, trains it exactly as `python -m sagc.train --config
 # cell.json` would by hand (forked from the run's warm interpreter when it has one:
 # sagc.warm), or under `accelerate launch` when the cell has several processes
 # (sagc.pipeline.launch), and puts one line per finished cell on the terminal (per-step
@@ -26,6 +27,7 @@ PROGRESS_LOG = "progress.log"
 
 started = time.perf_counter()
 cell = json.loads(snakemake.params.cell)
+cell["resolved"]["stops"] = json.loads(Path(snakemake.input.stops).read_text())
 path = Path(cell["output_dir"]) / launch.CELL_FILE
 path.parent.mkdir(parents=True, exist_ok=True)
 path.write_text(json.dumps(cell, indent=2))

@@ -50,15 +50,34 @@ def measure_prompts(config: dict[str, Any]) -> int:
 
 
 def train_cell_config(config: dict[str, Any], grid: Grid, cell: Cell) -> dict[str, Any]:
-    """The resolved config of one training cell, in ``sagc.train``'s cell format."""
+    """One training cell's ``cell.json``: its settings as the config states them (an unstated
+    key keeps the trainer's default, so adding a trainer key changes no cell), resolved once
+    (``sagc.train.resolve``: the algorithm preset, the step layout, the accumulation and the
+    memory plan for the config's card, in ``resolved``). ``ValueError`` names what is wrong."""
+    from sagc.pipeline.memory import card_fit
+    from sagc.train.config import TrainConfig
+
+    settings = cell_settings(config, grid, cell)
+    cfg = TrainConfig.from_dict(settings, check_vllm=False, fit=card_fit(config, cell.model))
+    if settings["train"].get("gradient_accumulation_steps") == "auto":  # the numbers the card fit chose
+        settings["train"].update(gradient_accumulation_steps=cfg.train.gradient_accumulation_steps,
+                                 micro_batch_rows=cfg.train.micro_batch_rows)
+    return {**settings, "resolved": cfg.resolved.model_dump()}
+
+
+def train_cell(config: dict[str, Any], grid: Grid, cell: Cell):
+    """The ``TrainConfig`` of a training cell's ``cell.json``, as the job loads it."""
+    from sagc.train.config import TrainConfig
+
+    return TrainConfig.from_dict(train_cell_config(config, grid, cell), check_vllm=False)
+
+
+def cell_settings(config: dict[str, Any], grid: Grid, cell: Cell) -> dict[str, Any]:
+    """A training cell's settings, in ``sagc.train``'s cell format, before they are resolved."""
     spec = config["models"][cell.model]
     out = grid.train_dir(cell)
     train = {k: v for k, v in config["train"].items()}
     train["seed"] = cell.train_seed
-    if train.get("gradient_accumulation_steps") == "auto":
-        train["gradient_accumulation_steps"], rows = resolve_accumulation(config, cell)
-        if train.get("micro_batch_rows") is None:
-            train["micro_batch_rows"] = rows
     launch = pipeline_launch(config, cell.model)
     device = dict(config.get("device", {}))
     if device.get("vllm_gpu_memory_utilization") == "auto":
@@ -98,37 +117,6 @@ def train_cell_config(config: dict[str, Any], grid: Grid, cell: Cell) -> dict[st
         **({"launch": launch} if launch else {}),
         "output_dir": out,
     }
-
-
-def resolve_accumulation(config: dict[str, Any], cell: Cell) -> tuple[int, int]:
-    """``train.gradient_accumulation_steps: auto``: ``(accumulation, rows per loss pass)``,
-    the same for every cell of a model and algorithm, so that every cell trains in passes of
-    the same size whatever its G. The pass is the largest micro-batch of a step at the
-    grid's smallest G that fits the card (``sagc.pipeline.memory``; one process's share of
-    the step when the cell has several); a step at a larger G has micro-batches that many
-    times larger, which the trainer runs as passes of that size (``train.micro_batch_rows``).
-    Sized at the cell's own largest G instead, a SAGC cell would train its G = 4 steps in
-    passes a quarter of the g4 cell's."""
-    from types import SimpleNamespace
-
-    from sagc.pipeline.memory import auto_accumulation, card_gib
-    from sagc.train.config import LaunchSection, SizingSection
-    from sagc.train.presets import resolve_algorithm, step_shapes
-
-    if card_gib(config) is None:
-        raise ValueError("train.gradient_accumulation_steps=auto needs device.gpu_memory_gib "
-                         "(and device.use_cpu=false): the card the micro-batch is sized for")
-    algo = resolve_algorithm({"name": cell.algorithm, **config.get("algorithm_overrides", {}).get(cell.algorithm, {})},
-                             train_setting(config, "max_completion_length"))
-    sizes = SizingSection.from_dict(sizing_section(config, cell.sizing)).group_sizes()
-    smallest = min(grid_group_sizes(config))
-    processes = LaunchSection.from_dict(pipeline_launch(config, cell.model)).processes
-    ga = auto_accumulation(config, cell.model, algo, (smallest,), processes=processes)
-    train = config["train"]
-    shape = SimpleNamespace(gradient_accumulation_steps=ga, rollout_budget=train.get("rollout_budget"),
-                            prompts_per_step=train.get("prompts_per_step"))
-    step_shapes(shape, algo, sizes, processes=processes)  # raises when the cell's G do not split the same way
-    return ga, step_shapes(shape, algo, (smallest,), processes=processes).shapes[smallest].micro_batch
 
 
 #: Keys of the evaluate block that choose which jobs run, not how one evaluates.

@@ -215,26 +215,25 @@ def check_explicit_device(config: dict[str, Any], source: str) -> None:
 
 
 def check_cells(config: dict[str, Any], source: str) -> None:
-    """Every training cell's resolved config passes the trainer's own validation (the
-    algorithm overrides, rewards, device keys the schema passes through). vLLM's presence
-    is checked by the job itself, so a GPU config still dry-runs on a laptop."""
-    from sagc.pipeline.cells import train_cell_config
+    """Every training cell resolves (``sagc.pipeline.cells.train_cell``: the trainer's own
+    validation of the algorithm overrides, rewards and device keys the schema passes through,
+    the step layout, the memory plan on the config's card); a KV cache too small for a
+    step at G_max is warned about. vLLM's presence is checked by the job itself, so a GPU
+    config still dry-runs on a laptop."""
+    from sagc.pipeline.cells import train_cell
     from sagc.pipeline.grid import Grid
-    from sagc.train.config import TrainConfig
-
     from sagc.pipeline.memory import cell_kv_shortfall
 
     grid = Grid.from_config(config)
     problems, shortfalls = {}, {}
     for cell in grid.cells():
         try:
-            cfg = TrainConfig.from_dict(train_cell_config(config, grid, cell), check_vllm=False)
-            check_cell_memory(config, cfg)
+            cfg = train_cell(config, grid, cell)
         except ValueError as err:
             problems.setdefault(str(err), []).append(cell.id)
             continue
         # each process's engine generates its share of the largest step in one pass
-        rows = cfg.layout()[1].max_rollouts // cfg.launch.processes
+        rows = cfg.resolved.layout.max_rollouts // cfg.launch.processes
         short = cell_kv_shortfall(config, cell.model, rows)
         if short:
             shortfalls.setdefault(short, []).append(cell.id)
@@ -243,22 +242,3 @@ def check_cells(config: dict[str, Any], source: str) -> None:
         raise ConfigError(f"{source}: invalid training config\n  " + "\n  ".join(lines))
     for msg, ids in shortfalls.items():
         warnings.warn(f"{source}: {msg} (cells: {', '.join(ids)})", KVCacheWarning, stacklevel=2)
-
-
-def check_cell_memory(config: dict[str, Any], cfg) -> None:
-    """With ``device.gpu_memory_gib`` set, the cell's micro-batch must fit the card by the
-    estimate of ``sagc.pipeline.memory`` (a first-step out-of-memory, caught at parse time)."""
-    from sagc.pipeline.memory import card_gib, cell_estimate
-
-    if card_gib(config) is None:
-        return
-    algo, shapes = cfg.layout()
-    cap = cfg.train.micro_batch_rows  # the trainer runs a larger micro-batch as passes of this many rows
-    rows = shapes.max_micro_batch if cap is None else min(cap, shapes.max_micro_batch)
-    est = cell_estimate(config, cfg.cell.model, algo, rows)
-    if not est.fits:
-        raise ValueError(
-            f"train.gradient_accumulation_steps={cfg.train.gradient_accumulation_steps}, train.micro_batch_rows="
-            f"{cap} do not fit device.gpu_memory_gib: {est.describe()}; lower micro_batch_rows, raise the "
-            "accumulation or set it to auto"
-        )

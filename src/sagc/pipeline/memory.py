@@ -65,7 +65,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from sagc.controller import grid_group_sizes
 from sagc.train.config import MASTER_WEIGHTS, DeviceSection, LaunchSection, TrainSection
@@ -375,24 +375,17 @@ def cell_kv_shortfall(config: dict[str, Any], model: str, rows: int) -> str | No
                         vllm_fraction=vllm_share(config, model), card_gib=card)
 
 
-def auto_accumulation(config: dict[str, Any], model: str, algo: Any, group_sizes: tuple[int, ...],
-                      processes: int = 1) -> int:
+def auto_accumulation(config: dict[str, Any], model: str, algo: Any, layout_at: Callable[[int], Any]) -> int:
     """The smallest ``gradient_accumulation_steps`` (largest micro-batch) whose micro-batch
-    fits the card and whose split divides every G of the cell, across its ``processes``
-    (each GPU holds one process's micro-batch: its share of the step, split further)."""
-    from types import SimpleNamespace
-
-    from sagc.train.presets import step_shapes
-
+    fits the card and whose step ``layout_at(accumulation)`` can be laid out (its split
+    divides; each GPU holds one process's micro-batch: its share of the step, split further)."""
     train = config["train"]
     last = None
     first_split_error = None
-    max_rollouts = train.get("rollout_budget") or train["prompts_per_step"] * max(group_sizes)
+    max_rollouts = train.get("rollout_budget") or train["prompts_per_step"] * max(grid_group_sizes(config))
     for ga in range(1, max_rollouts + 1):
-        shape_of = SimpleNamespace(gradient_accumulation_steps=ga, rollout_budget=train.get("rollout_budget"),
-                                   prompts_per_step=train.get("prompts_per_step"))
         try:
-            shapes = step_shapes(shape_of, algo, group_sizes, processes=processes)
+            shapes = layout_at(ga)
         except ValueError as err:
             first_split_error = first_split_error or err
             continue
@@ -406,3 +399,49 @@ def auto_accumulation(config: dict[str, Any], model: str, algo: Any, group_sizes
         f"{card_gib(config)} ({last.describe()}); use a larger card, "
         "device.master_weights=bf16_kahan, a smaller vLLM share or shorter sequences"
     )
+
+
+@dataclass(frozen=True)
+class CardFit:
+    """The card of a pipeline config's ``model`` cells, as a cell's resolution asks it
+    (``sagc.train.resolve``): the automatic accumulation, and each cell's memory plan."""
+
+    config: dict[str, Any]
+    model: str
+
+    def accumulation(self, algo: Any, layout: Callable[..., Any]) -> tuple[int, int]:
+        """``train.gradient_accumulation_steps: auto``: ``(accumulation, rows per loss pass)``,
+        the same for every cell of a model and algorithm, so that every cell trains in passes
+        of the same size whatever its G. The pass is the largest micro-batch of a step at the
+        grid's smallest G that fits the card (one process's share of the step when the cell
+        has several); a step at a larger G has micro-batches that many times larger, which the
+        trainer runs as passes of that size (``train.micro_batch_rows``). Sized at the cell's
+        own largest G instead, a SAGC cell would train its G = 4 steps in passes a quarter of
+        the g4 cell's."""
+        smallest = min(grid_group_sizes(self.config))
+        ga = auto_accumulation(self.config, self.model, algo, lambda ga: layout(ga, (smallest,)))
+        return ga, layout(ga, (smallest,)).shapes[smallest].micro_batch
+
+    def plan(self, algo: Any, layout: Any):
+        """The cell's memory plan: a pass of its micro-batch (at most ``micro_batch_rows``
+        rows) must fit the card by the estimate, or the cell is refused before any job (a
+        first-step out-of-memory, caught when the config is read)."""
+        from sagc.train.resolve import MemoryPlan
+
+        cap = layout.micro_batch_rows  # the trainer runs a larger micro-batch as passes of this many rows
+        rows = layout.max_micro_batch if cap is None else min(cap, layout.max_micro_batch)
+        est = cell_estimate(self.config, self.model, algo, rows)
+        if not est.fits:
+            raise ValueError(
+                f"train.gradient_accumulation_steps={layout.gradient_accumulation_steps}, train.micro_batch_rows="
+                f"{cap} do not fit device.gpu_memory_gib: {est.describe()}; lower micro_batch_rows, raise the "
+                "accumulation or set it to auto")
+        return MemoryPlan(card_gib=est.card_bytes / GIB, rows_per_pass=rows, tokens_per_row=est.tokens_per_row,
+                          loss_pass_gib=round(est.total / GIB, 2), generating_gib=round(est.generating / GIB, 2),
+                          vllm_share=vllm_share(self.config, self.model) if est.vllm_share else 0.0)
+
+
+def card_fit(config: dict[str, Any], model: str) -> CardFit | None:
+    """The card ``model``'s cells are sized for, or None without one (CPU, or no
+    ``device.gpu_memory_gib``)."""
+    return CardFit(config, model) if card_gib(config) is not None else None

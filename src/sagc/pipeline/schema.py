@@ -17,7 +17,7 @@ What the model takes from the code instead of restating it:
 - the ``train`` and ``device`` blocks whole (keys, types, ranges, defaults, descriptions):
   they are the trainer's typed cell sections (``sagc.train.config.TrainSection`` /
   ``DeviceSection``), each with only the pipeline's own changes (``TrainBlock``,
-  ``DeviceBlock``: "auto" for the accumulation and the vLLM share). A
+  ``DeviceBlock``: "auto" for the vLLM share). A
   key the trainer accepts is a key the pipeline accepts, and absent keys take the
   trainer's default (no train key but ``TRAIN_FILLED`` is filled in by the schema, so
   adding a trainer default never changes existing cells' configs);
@@ -130,17 +130,9 @@ class HubBlock(_Block):
 class TrainBlock(TrainSection):
     """The trainer's ``train`` section (``sagc.train.config.TrainSection``) as a pipeline config
     states it: ``steps`` is required, ``seed`` comes per cell from the grid (dropped from the
-    schema), and ``gradient_accumulation_steps`` may also be "auto"."""
+    schema)."""
 
     steps: PositiveInt
-    gradient_accumulation_steps: Union[PositiveInt, Literal["auto"]] = Field(
-        TrainSection.default("gradient_accumulation_steps"),
-        description=TrainSection.model_fields["gradient_accumulation_steps"].description + (
-            " \"auto\": sized for device.gpu_memory_gib by the estimate of sagc.pipeline.memory: the "
-            "largest micro-batch of a step at the grid's smallest G that fits, the same for every cell of a "
-            "model and algorithm, with train.micro_batch_rows set to it (every cell trains in passes of "
-            "that size, whatever its G). vLLM still generates the whole step at once (max_num_seqs = "
-            "P x G_max whatever the split)."))
 
 
 class DeviceBlock(DeviceSection):

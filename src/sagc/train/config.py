@@ -9,7 +9,8 @@ and default: the pipeline's JSON schema (``sagc.pipeline.schema``) is generated 
 
 Keys beyond the pipeline's shape (all optional, defaults below):
 
-- ``train.gradient_accumulation_steps`` (1): micro-batches per optimizer update (GPU memory).
+- ``train.gradient_accumulation_steps`` (1): micro-batches per optimizer update (GPU memory);
+  ``auto`` only where the pipeline sizes it for its card.
 - ``train.lr_scheduler_type`` ("constant"): RL recipes (DAPO, most GRPO reproductions) keep
   the learning rate constant; TRL's default "linear" would decay it to 0 over the run.
 - ``train.max_grad_norm`` (1.0), ``train.save_total_limit`` (2: the last two checkpoints,
@@ -25,19 +26,24 @@ Keys beyond the pipeline's shape (all optional, defaults below):
   ``sagc.controller.SAGCConfig`` keys; ``seed`` is ``train.seed``); the registry
   ``sagc.controller.registry`` maps the sizing name to its policy and block.
 
-This module imports only the standard library, pydantic and ``sagc.controller`` so that
-validation is instant and runs before the heavy imports.
+Loading a cell also resolves it (``sagc.train.resolve``): the algorithm preset with its
+overrides and the step layout at every G, in the ``resolved`` block, which the pipeline writes
+into every ``cell.json`` and the job reads as it is.
+
+This module imports only the standard library, pydantic and light ``sagc`` modules (no torch,
+no TRL) so that validation is instant and runs before the heavy imports.
 """
 
 import json
 import re
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Mapping, Optional
+from typing import Annotated, Any, ClassVar, Literal, Mapping, Optional, Union
 
-from pydantic import Field, PrivateAttr, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from sagc.config_models import Expect, Flag, Integer, NonNegativeInt, Number, OneOf, PositiveInt, Section, Text
 from sagc.controller import Sizing, parse_sizing
+from sagc.train.resolve import CardFit, ResolvedCell, resolve_cell, settings_fingerprint
 from sagc.vllm_support import require_vllm, vllm_cpu_build_installed, vllm_installed  # noqa: F401 (the trainer's and tests' import path)
 
 ALGORITHMS = ("grpo", "dapo")
@@ -104,10 +110,15 @@ class TrainSection(Section):
     seed: NonNegativeInt = 1234567
     torch_threads: Optional[PositiveInt] = Field(
         1, description="torch threads of a train job; null = torch's own choice")
-    gradient_accumulation_steps: PositiveInt = Field(1, description=(
+    gradient_accumulation_steps: Union[PositiveInt, Literal["auto"]] = Field(1, description=(
         "Micro-batches per optimizer update. A step's P x G rollouts are split into minibatches x "
         "gradient_accumulation_steps micro-batches of which TRL runs the loss pass one at a time "
-        "(per_device_train_batch_size = the largest micro-batch)."))
+        "(per_device_train_batch_size = the largest micro-batch). \"auto\": sized for "
+        "device.gpu_memory_gib by the estimate of sagc.pipeline.memory when the pipeline resolves the "
+        "cell: the largest micro-batch of a step at the grid's smallest G that fits, the same for every "
+        "cell of a model and algorithm, with train.micro_batch_rows set to it (every cell trains in "
+        "passes of that size, whatever its G). vLLM still generates the whole step at once (max_num_seqs "
+        "= P x G_max whatever the split)."))
     micro_batch_rows: Optional[PositiveInt] = Field(None, description=(
         "Rows of one forward/backward pass (null: TRL's micro-batch, whatever its size). A larger "
         "micro-batch is run as passes of this many rows, its gradients accumulated: with a G that "
@@ -318,7 +329,7 @@ class LaunchSection(Section):
 
 
 #: Sections that may be given as ``null`` (all defaults).
-_OPTIONAL_SECTIONS = ("train", "algorithm", "sizing", "wandb", "device", "launch")
+_OPTIONAL_SECTIONS = ("train", "algorithm", "sizing", "wandb", "device", "launch", "resolved")
 
 
 class TrainConfig(Section):
@@ -337,14 +348,23 @@ class TrainConfig(Section):
     wandb: WandbSection = Field(default_factory=WandbSection)
     device: DeviceSection = Field(default_factory=DeviceSection)
     launch: LaunchSection = Field(default_factory=LaunchSection)
-    _layout: Any = PrivateAttr(default=None)  # set by the cross-key check: see layout()
+    resolved: Optional[ResolvedCell] = Field(None, description=(
+        "What the settings resolve to (sagc.train.resolve), written by the pipeline; a cell without it "
+        "is resolved when it is loaded"))
 
     @classmethod
-    def from_dict(cls, d: Any, check_vllm: bool = True) -> "TrainConfig":
+    def from_dict(cls, d: Any, check_vllm: bool = True, fit: CardFit | None = None) -> "TrainConfig":
+        """The checked cell, resolved (its own ``resolved`` block, or resolved now with the
+        pipeline's card ``fit``, when the pipeline gives one)."""
         if not isinstance(d, Mapping):
             raise ValueError(f"a cell config must be a mapping, got {type(d).__name__}")
         d = {k: v for k, v in d.items() if not (v is None and k in _OPTIONAL_SECTIONS)}
         cfg = super().from_dict(d)
+        if cfg.resolved is None:
+            cfg = resolve_cell(cfg, fit)
+        elif cfg.resolved.settings != settings_fingerprint(cfg.to_dict()):
+            raise ValueError("resolved was resolved from other settings than the cell states (a cell file edited "
+                             "after the pipeline wrote it?): remove the resolved block to resolve the cell again")
         if check_vllm and cfg.device.use_vllm:
             require_vllm("device.use_vllm=true", instead="set device.use_vllm=false")
         return cfg
@@ -368,13 +388,9 @@ class TrainConfig(Section):
         if self.cell.sizing != self.sizing.name:
             raise ValueError(f"cell.sizing ({self.cell.sizing!r}) and sizing.name ({self.sizing.name!r}) disagree")
         self._check_strategy()
-        # Deferred import: presets imports nothing heavy either.
-        from sagc.train.presets import resolve_algorithm, step_shapes
-
-        algo = resolve_algorithm(self.algorithm, self.train.max_completion_length)
-        # raises on a split that would not divide, across all of the cell's processes
-        shapes = step_shapes(self.train, algo, self.sizing.group_sizes(), processes=self.launch.processes)
-        self._layout = (algo, shapes)
+        stops = self.resolved.stops if self.resolved is not None else None
+        if stops is not None and stops.strings != set(self.train.stop):
+            raise ValueError(f"resolved.stops covers {sorted(stops.strings)}, train.stop is {list(self.train.stop)}")
         return self
 
     def _check_strategy(self) -> None:
@@ -393,12 +409,6 @@ class TrainConfig(Section):
             raise ValueError(f"launch.strategy={s}: {s} trains with DeepSpeed's own optimizer, not the compensated "
                              "AdamW of device.master_weights=bf16_kahan; set master_weights: fp32 (DeepSpeed "
                              "keeps fp32 master weights itself), or choose ddp or fsdp2")
-
-    def layout(self):
-        """``(AlgorithmSettings, StepShapes)``: the cell's algorithm (its preset with the
-        overrides) and its step layout at every G, resolved once, when the config was
-        checked; the memory check and the trainer read them from here."""
-        return self._layout
 
     def to_dict(self) -> dict:
         return {**self.model_dump(), "sizing": self.sizing.to_dict()}

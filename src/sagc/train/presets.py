@@ -40,8 +40,9 @@ otherwise TRL's ``split_tensor_dict`` would silently drop rows: we refuse such a
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, ClassVar, Optional
+
+from sagc.config_models import Section
 
 GRPO_PRESET: dict[str, Any] = dict(
     loss_type="grpo", beta=0.04, epsilon=0.2, epsilon_high=None, scale_rewards="group",
@@ -61,22 +62,22 @@ PRESETS = {"grpo": GRPO_PRESET, "dapo": DAPO_PRESET}
 OVERLONG_BUFFER_FRACTION = 0.2
 
 
-@dataclass(frozen=True)
-class AlgorithmSettings:
+class AlgorithmSettings(Section):
     """A preset with the cell's overrides applied: nothing is left to a library default."""
 
+    section_key: ClassVar[str] = "resolved.algorithm"
     name: str
     loss_type: str
     beta: float
     epsilon: float
-    epsilon_high: float | None
+    epsilon_high: Optional[float]
     scale_rewards: str
     num_iterations: int
     minibatches: int
     mask_truncated_completions: bool
     dynamic_sampling: bool
     ds_max_rounds: int
-    overlong_buffer: int | None
+    overlong_buffer: Optional[int]
     overlong_weight: float
 
     @property
@@ -84,7 +85,7 @@ class AlgorithmSettings:
         return self.overlong_weight > 0 and self.overlong_buffer is not None
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return self.model_dump()
 
 
 def resolve_algorithm(section: Any, max_completion_length: int) -> AlgorithmSettings:
@@ -114,8 +115,7 @@ def resolve_algorithm(section: Any, max_completion_length: int) -> AlgorithmSett
     return AlgorithmSettings(name=name, **merged)
 
 
-@dataclass(frozen=True)
-class StepShape:
+class StepShape(Section):
     """How a step at group size G is laid out (see the module docstring)."""
 
     group_size: int
@@ -124,12 +124,15 @@ class StepShape:
     micro_batch: int  # rollouts per forward/backward micro-batch of one process
 
 
-@dataclass(frozen=True)
-class StepShapes:
+class StepShapes(Section):
+    """A cell's step layout at every G it can use."""
+
+    section_key: ClassVar[str] = "resolved.layout"
     shapes: dict[int, StepShape]
     steps_per_generation: int  # TRL: micro-batches per rollout batch
     gradient_accumulation_steps: int
     updates_per_rollout: int  # optimizer steps per rollout step (minibatches x num_iterations)
+    micro_batch_rows: Optional[int] = None  # rows of one loss pass (None: a micro-batch at once)
 
     @property
     def max_rollouts(self) -> int:
@@ -175,23 +178,26 @@ def updates_per_rollout(steps_per_generation: int, gradient_accumulation_steps: 
     return steps_per_generation // gradient_accumulation_steps * num_iterations
 
 
-def step_shapes(train: Any, algo: AlgorithmSettings, group_sizes: tuple[int, ...], processes: int = 1) -> StepShapes:
+def step_shapes(algo: AlgorithmSettings, group_sizes: tuple[int, ...], *, prompts_per_step: int | None,
+                rollout_budget: int | None, gradient_accumulation_steps: int, processes: int = 1,
+                micro_batch_rows: int | None = None) -> StepShapes:
     """Lay out every G of the cell; raise ``ValueError`` when a split would not divide.
 
     With several processes each holds an equal share of the step's rollouts and splits it
     into TRL's ``steps_per_generation`` micro-batches: the step's rollouts must divide into
     ``processes x steps_per_generation`` equal micro-batches."""
-    ga = train.gradient_accumulation_steps
+    ga = gradient_accumulation_steps
     spg = algo.minibatches * ga
     split_name = f"algorithm.minibatches x train.gradient_accumulation_steps = {algo.minibatches} x {ga} = {spg}"
     if processes > 1:
         split_name = f"launch processes x {split_name} = {processes} x {spg} = {processes * spg}"
-    shapes = lay_out(group_sizes, train.prompts_per_step, train.rollout_budget, spg * processes, split_name)
+    shapes = lay_out(group_sizes, prompts_per_step, rollout_budget, spg * processes, split_name)
     return StepShapes(
         shapes=shapes,
         steps_per_generation=spg,
         gradient_accumulation_steps=ga,
         updates_per_rollout=updates_per_rollout(spg, ga, algo.num_iterations),
+        micro_batch_rows=micro_batch_rows,
     )
 
 

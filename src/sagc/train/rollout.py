@@ -17,8 +17,8 @@ NaN, which TRL's importance sampling correction treats as "no correction" (ratio
 
 **Stop tokens.** The tasks also stop at the chat end tokens (``<|im_end|>``, ``<|eot_id|>``,
 ``<|endoftext|>``). Those are special tokens: decoding skips them, so no text match finds
-them. A stop that is one added token of the tokenizer (``split_stops``) ends generation
-at its id instead, like EOS: it joins TRL's ``eos_token_ids`` (HF ``generate``'s EOS list,
+them. A stop that is one added token of the tokenizer (``sagc.train.stops``) ends
+generation at its id instead, like EOS: it joins TRL's ``eos_token_ids`` (HF ``generate``'s EOS list,
 the truncation test, DAPO's mask) and vLLM's ``stop_token_ids``, so the row is finished and
 its length ends at that token.
 
@@ -69,17 +69,6 @@ STOP_TRIMMED_METRIC = "completions/stop_string_frac"
 KV_PEAK_METRIC = "vllm/kv_peak_tokens"
 KV_CAPACITY_METRIC = "vllm/kv_capacity_tokens"
 KV_BOUND_METRIC = "vllm/kv_bound_frac"
-
-
-def split_stops(tokenizer: Any, stop: Sequence[str]) -> tuple[list[int], list[str]]:
-    """The stops that are one special token of ``tokenizer`` (chat end tokens such as
-    ``<|im_end|>``, ``<|eot_id|>``) as token ids, and the rest as text. A special token is
-    skipped when rows are decoded, so no text match can find it: generation must end at its
-    id (HF ``generate``'s EOS list, vLLM's ``stop_token_ids``). A stop that is not a token
-    of this tokenizer (Llama's ``<|eot_id|>`` for Qwen) stays text and never matches."""
-    added = tokenizer.get_added_vocab()  # the atomic tokens: special ones among them
-    ids = [int(added[s]) for s in stop if s in added]
-    return ids, [s for s in stop if s not in added]
 
 
 def _first_stop(text: str, stop: Sequence[str]) -> int:

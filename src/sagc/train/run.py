@@ -94,7 +94,7 @@ def build_trainer(cfg: TrainConfig, *, callbacks: list | None = None, step_logge
     check_model_source(cfg.model.path)
     tokenizer = load_tokenizer(cfg)
     dataset, n_filtered = load_prompts(cfg, tokenizer)
-    algo, shapes = cfg.layout()
+    algo, shapes = cfg.resolved.algorithm, cfg.resolved.layout
     args = GRPOConfig(**grpo_config_kwargs(cfg, algo, shapes))
     funcs, weights, _names = build_reward_funcs(cfg.rewards, algo, cfg.train.max_completion_length)
     if reward_funcs is not None:
@@ -121,8 +121,9 @@ def build_trainer(cfg: TrainConfig, *, callbacks: list | None = None, step_logge
             rollout_budget=cfg.train.rollout_budget,
             dynamic_sampling=algo.dynamic_sampling,
             ds_max_rounds=algo.ds_max_rounds,
-            stop=cfg.train.stop,
-            micro_batch_rows=cfg.train.micro_batch_rows,
+            stop=cfg.resolved.stops or cfg.train.stop,
+            micro_batch_rows=shapes.micro_batch_rows,
+            layout=shapes,
         ),
         step_logger=step_logger,
         callbacks=callbacks,
@@ -131,7 +132,6 @@ def build_trainer(cfg: TrainConfig, *, callbacks: list | None = None, step_logge
     # Precision: fp32 master weights use the Trainer's AdamW; bf16 weights the compensated one.
     trainer.optimizer_cls_and_kwargs = optimizer_cls_and_kwargs(cfg.device, args)
     trainer.prompts_filtered = n_filtered
-    trainer.algorithm_settings = algo
     return trainer
 
 
@@ -244,7 +244,6 @@ def run_cell(cfg: TrainConfig, *, callbacks: list | None = None, trainer_cls: ty
         leftovers = [out / LENGTHS_FILE] + ([wandb_dir] if wandb_dir.resolve().is_relative_to(out.resolve()) else [])
         checkpoint = resume_point(out, fingerprint, cfg.cell.id, leftovers)
     checkpoint = _shared(trainer, checkpoint)
-    run_config["algorithm_settings"] = trainer.algorithm_settings.to_dict()
     logger = None
     if main:
         logger = StepLogger(

@@ -82,8 +82,9 @@ from sagc.prompts import PromptStream
 from sagc.train import distributed, rollout
 from sagc.train.checkpoint import read_state, write_state
 from sagc.train.dynamic_sampling import informative_groups, merge_scored
-from sagc.train.presets import lay_out, updates_per_rollout
+from sagc.train.presets import StepShapes, lay_out, updates_per_rollout
 from sagc.train.records import GenerateCall, StepInProgress, StepResult
+from sagc.train.stops import Stops, split_stops
 from sagc.vllm_support import require_vllm
 
 log = logging.getLogger("sagc.train")
@@ -96,23 +97,23 @@ class SAGCTrainingArguments:
 
     ``prompts_per_step``: P, fixed (the paper's default), or ``rollout_budget``: P = budget/G.
     ``dynamic_sampling`` / ``ds_max_rounds``: DAPO's filter, at most that many extra rounds.
+    ``layout`` and a ``Stops`` ``stop``: the cell's resolved step layout and stops
+    (``sagc.train.resolve``), read as they are; without them (a trainer built by hand) the
+    trainer lays out the step and splits the stop strings itself.
     """
 
     prompts_per_step: int | None = 4
     rollout_budget: int | None = None
     dynamic_sampling: bool = False
     ds_max_rounds: int = 3
-    stop: tuple[str, ...] = ()  # stops of the rollouts: special tokens end generation, text is trimmed (rollout.py)
+    # stops of the rollouts: special tokens end generation, text is trimmed (sagc.train.stops)
+    stop: tuple[str, ...] | Stops = ()
     micro_batch_rows: int | None = None  # rows of one loss pass (None: TRL's micro-batch at once)
+    layout: StepShapes | None = None
 
     def __post_init__(self) -> None:
         if (self.prompts_per_step is None) == (self.rollout_budget is None):
             raise ValueError("set exactly one of sagc_args.prompts_per_step and sagc_args.rollout_budget")
-
-    def prompts_for(self, group_size: int) -> int:
-        if self.rollout_budget is not None:
-            return self.rollout_budget // group_size
-        return int(self.prompts_per_step)
 
 
 class _Tickets(TorchDataset):
@@ -176,7 +177,12 @@ class SAGCGRPOTrainer(GRPOTrainer):
         ga, spg = args.gradient_accumulation_steps, args.steps_per_generation
         if spg % ga:
             raise ValueError(f"steps_per_generation ({spg}) must be a multiple of gradient_accumulation_steps ({ga})")
-        self.updates_per_rollout = updates_per_rollout(spg, ga, args.num_iterations)
+        layout = sagc_args.layout
+        if layout is not None and (layout.steps_per_generation, layout.gradient_accumulation_steps) != (spg, ga):
+            raise ValueError(f"sagc_args.layout splits a step into {layout.steps_per_generation} micro-batches "
+                             f"accumulated {layout.gradient_accumulation_steps} at a time; args say {spg} and {ga}")
+        self.updates_per_rollout = (layout.updates_per_rollout if layout is not None
+                                    else updates_per_rollout(spg, ga, args.num_iterations))
         u = self.updates_per_rollout
         if args.max_steps % u:
             raise ValueError(f"args.max_steps ({args.max_steps}) must be a multiple of the updates per step ({u})")
@@ -188,11 +194,17 @@ class SAGCGRPOTrainer(GRPOTrainer):
         self.group_sizer = group_sizer
         self.sagc_args = sagc_args
         self.group_sizes = tuple(sorted(int(g) for g in group_sizer.candidates))
-        # The cell config's layout rule (a cell passed it already; a trainer built by hand has not).
-        n = args.world_size
-        lay_out(self.group_sizes, sagc_args.prompts_per_step, sagc_args.rollout_budget, spg * n,
-                f"steps_per_generation = {spg}" if n == 1 else f"processes x steps_per_generation = {n} x {spg}",
-                key="sagc_args")
+        if layout is None:  # a trainer built by hand: the cell config's layout rule, here
+            n = args.world_size
+            layout_of = lay_out(self.group_sizes, sagc_args.prompts_per_step, sagc_args.rollout_budget, spg * n,
+                                f"steps_per_generation = {spg}" if n == 1
+                                else f"processes x steps_per_generation = {n} x {spg}", key="sagc_args")
+        else:
+            layout_of = layout.shapes
+            if missing := sorted(set(self.group_sizes) - set(layout_of)):
+                raise ValueError(f"sagc_args.layout has no step at G = {missing}, which the group sizer can choose")
+        #: prompts of a step at each G the sizer can choose
+        self.prompts_at = {g: layout_of[g].prompts for g in self.group_sizes}
         if args.logging_steps != 1 or _value(args.logging_strategy) != "steps":
             # TRL clears its metric buffers in log(); one log per update keeps them per-update.
             args.logging_strategy = "steps"
@@ -219,7 +231,9 @@ class SAGCGRPOTrainer(GRPOTrainer):
             # that two seeds are two independent samples (TRL's HF path already is); with
             # several processes each rank samples its rows from its own stream.
             set_seed(args.seed if self.n_processes == 1 else _rank_seed(args.seed, self.rank))
-        self._stop_texts = self._stop_at_tokens(sagc_args.stop)
+        stops = sagc_args.stop
+        self._stop_texts = self._stop_at_tokens(
+            stops if isinstance(stops, Stops) else split_stops(self._tokenizer, stops))
         if args.use_vllm:
             log.info("rollouts: vLLM, %s engine", args.vllm_mode)
         # The plain prompt stream, unless given (the entry point gives the policy's own,
@@ -247,13 +261,12 @@ class SAGCGRPOTrainer(GRPOTrainer):
         for cb in (PrinterCallback, ProgressCallback):
             self.remove_callback(cb)
 
-    def _stop_at_tokens(self, stop: tuple[str, ...]) -> list[str]:
+    def _stop_at_tokens(self, stops: Stops) -> list[str]:
         """End generation at the stops that are special tokens (chat end tokens) as at EOS;
         return the stops left to match as text (``rollout.trim_rollouts``). A row that ends
         at such a token is finished: TRL's truncation test and DAPO's mask read
         ``eos_token_ids``."""
-        ids, texts = rollout.split_stops(self._tokenizer, stop)
-        new = [i for i in ids if i not in self.eos_token_ids]
+        new = [i for i in stops.token_ids.values() if i not in self.eos_token_ids]
         if new:
             self.eos_token_ids = [*self.eos_token_ids, *new]
             if self.use_vllm:
@@ -261,7 +274,7 @@ class SAGCGRPOTrainer(GRPOTrainer):
             else:
                 self.generation_config.eos_token_id = list(self.eos_token_ids)
                 self.generation_kwargs["eos_token_id"] = list(self.eos_token_ids)
-        return texts
+        return list(stops.texts)
 
     # -- data: a ticket per micro-step; prompts come from the stream --------------------
 
@@ -360,7 +373,7 @@ class SAGCGRPOTrainer(GRPOTrainer):
         g = int(self.group_sizer.next_group_size())
         if g not in self.group_sizes:
             raise RuntimeError(f"group sizer returned G={g}, not one of its candidates {self.group_sizes}")
-        p = self.sagc_args.prompts_for(g)
+        p = self.prompts_at[g]
         distributed.agree(g, f"G of step {self.step + 1}")
         self.num_generations = g
         cur = self._current = StepInProgress(step=self.step + 1, group_size=g)
