@@ -248,13 +248,12 @@ def model_params(config: dict[str, Any], grid: Grid, model: str) -> tuple[int | 
 
 def plan(config: dict[str, Any], grid: Grid) -> list[tuple[Cell, CellDisk]]:
     """Every cell's disk need, from its resolved trainer config (a checked pipeline config)."""
-    from sagc.pipeline.cells import train_cell_config
-    from sagc.train.config import TrainConfig
+    from sagc.pipeline.cells import train_cell
 
     params = {m: model_params(config, grid, m) for m in grid.models}
     out = []
     for cell in grid.cells():
-        cfg = TrainConfig.from_dict(train_cell_config(config, grid, cell), check_vllm=False)
+        cfg = train_cell(config, grid, cell)
         n, why = params[cell.model]
         if cfg.launch.strategy not in MODELLED_STRATEGIES:
             n, why = None, f"strategy {cfg.launch.strategy}: DeepSpeed's checkpoint layout is not modelled"
