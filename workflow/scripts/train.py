@@ -1,10 +1,9 @@
 # Thin: the pipeline validated and resolved every cell before any job started, so the job
 # adds the model's resolved stops (rule stop_tokens), writes the cell's config next to its
-# outputs, trains it exactly as `python -m sagc.train --config
-# cell.json` would by hand (forked from the run's warm interpreter when it has one:
-# sagc.warm), or under `accelerate launch` when the cell has several processes
-# (sagc.pipeline.launch), and puts one line per finished cell on the terminal (per-step
-# progress goes to the job's log).
+# outputs, trains it exactly as `python -m sagc.train --config cell.json` would by hand
+# (forked from the run's warm interpreter when it has one: sagc.warm), or under `accelerate
+# launch` when the cell has several processes (sagc.pipeline.launch), and puts one line per
+# finished cell on the terminal (per-step progress goes to the job's log).
 #
 # Where things go, also under SLURM (where the job's stdout is its SLURM log, not the
 # terminal):
