@@ -243,9 +243,12 @@ def resolve_cell(world: dict, out: Path, *, tiny: bool, card_gib: float, steps: 
 
     config = yaml.safe_load(PAPER_CONFIG.read_text())
     paper = copy.deepcopy(config)
+    from sagc.pipeline.launch import STOP_KEYS
     from sagc.train.config import LaunchSection
 
-    paper_processes = LaunchSection.from_dict(paper.get("launch")).processes
+    # The stop keys are the SLURM profile's, not the trainer's launch section.
+    launch = {k: v for k, v in (paper.get("launch") or {}).items() if k not in STOP_KEYS}
+    paper_processes = LaunchSection.from_dict(launch).processes
     # What shapes the step, before the pipeline resolves it (auto accumulation included).
     config["device"]["gpu_memory_gib"] = card_gib
     if "launch" in config:  # one GPU: one process (a config without the section has one)

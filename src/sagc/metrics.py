@@ -16,10 +16,18 @@ metrics (KL, entropy, clip ratios, ...) are logged alongside under a ``trl/`` pr
 | ``sagc/straggler_rate``      | running mean of ``sagc/straggler`` up to this step             |
 | ``sagc/lambda``              | SAGC's dual variable after this step's update (absent: fixed G)|
 | ``sagc/posterior_mean/g<G>`` | posterior mean straggler risk of candidate G (SAGC only)       |
-| ``time/rollout_s``           | seconds spent generating rollouts (dynamic-sampling rounds too)|
+| ``time/rollout_s``           | seconds spent generating rollouts: per generation round the    |
+|                              | slowest rank's, summed over the step's rounds (DAPO refills)   |
 | ``time/weight_sync_s``       | seconds copying the policy's weights to vLLM (not in rollout_s)|
+| ``time/refill_sync_s``       | the part of weight_sync_s spent in DAPO refill rounds (vLLM    |
+|                              | sleep mode pushes the whole policy again every round)          |
+| ``time/vllm_wake_s``         | vLLM sleep mode: waking the KV cache before and sleeping after |
+|                              | each generation (not in rollout_s; absent without sleep mode)  |
+| ``time/gather_wait_s``       | a rank's wait for the slowest one after generating (the longest|
+|                              | wait of a round, summed; not in rollout_s or postprocess)      |
 | ``time/rollout_postprocess_s`` | tokenizing, stop trimming, decoding (not in rollout_s)       |
 | ``time/step_s``              | seconds of the whole step (generation + scoring + update)      |
+| ``time/step_no_refill_sync_s`` | step_s less refill_sync_s: the step without the refill pushes|
 | ``time/wallclock_s``         | cumulative training seconds (sum of step_s, survives resume)   |
 | ``time/cpu_s``               | process CPU seconds of the step (immune to time-slicing)       |
 | ``time/cpu_total_s``         | cumulative CPU seconds (survives resume)                       |
@@ -40,7 +48,9 @@ metrics (KL, entropy, clip ratios, ...) are logged alongside under a ``trl/`` pr
 | ``batch/rollouts``           | rollouts in the step (prompts * G)                             |
 | ``batch/long_round``         | 1 if tail batching made this a long round, else 0              |
 | ``dapo/ds_rounds``           | extra dynamic-sampling generation rounds (DAPO)                |
-| ``dapo/ds_dropped_groups``   | zero-variance groups dropped by dynamic sampling (DAPO)        |
+| ``dapo/ds_dropped_groups``   | groups dropped by dynamic sampling: accuracy all 0 or all 1    |
+| ``dapo/ds_filter_disagree``  | groups of the step's rounds kept by one criterion and dropped  |
+|                              | by the other: correctness (DAPO's) vs the total reward         |
 | ``dapo/ds_seconds``          | seconds spent in the extra rounds (included in rollout_s)      |
 | ``train/loss``               | the policy loss of the step                                    |
 """
@@ -59,7 +69,17 @@ WEIGHT_SYNC_SECONDS = "time/weight_sync_s"
 #: the stop strings, decoding them to text. It grows with total tokens, not the longest row,
 #: so it is kept out of the rollout time.
 POSTPROCESS_SECONDS = "time/rollout_postprocess_s"
+#: With several processes, a rank that finished generating waits for the slowest one at
+#: TRL's first gather: that wait is timed apart, so post-processing is CPU work alone.
+GATHER_WAIT_SECONDS = "time/gather_wait_s"
+#: vLLM sleep mode frees the KV cache after each generation and maps it again before the
+#: next: engine work, not decoding.
+VLLM_WAKE_SECONDS = "time/vllm_wake_s"
+#: Sleep mode discards vLLM's weights after every generation, so each DAPO refill round
+#: pushes the whole policy again: a cost of sleep mode, not of the rollout.
+REFILL_SYNC_SECONDS = "time/refill_sync_s"
 STEP_SECONDS = "time/step_s"
+STEP_NO_REFILL_SYNC_SECONDS = "time/step_no_refill_sync_s"
 WALLCLOCK_SECONDS = "time/wallclock_s"
 CPU_SECONDS = "time/cpu_s"
 CPU_TOTAL_SECONDS = "time/cpu_total_s"
@@ -95,6 +115,7 @@ LONG_ROUND = "batch/long_round"
 DS_ROUNDS = "dapo/ds_rounds"
 DS_DROPPED_GROUPS = "dapo/ds_dropped_groups"
 DS_SECONDS = "dapo/ds_seconds"
+DS_FILTER_DISAGREE = "dapo/ds_filter_disagree"
 
 LOSS = "train/loss"
 

@@ -1,6 +1,6 @@
 """Run one cell under ``accelerate launch`` and record what each rank did (a test's witness).
 
-``accelerate launch ... rank_probe.py CELL OUT_DIR [--kill-after K] [--term-after K]``
+``accelerate launch ... rank_probe.py CELL OUT_DIR [--kill-after K] [--term-after K] [--slow R:C:S]``
 
 Every rank trains the cell through ``sagc.train.run.run_cell`` with a ``SAGCGRPOTrainer``
 subclass that only *records*: per generation round the step, G and the dataset ids of the
@@ -9,7 +9,10 @@ after training, a digest of the rank's weights. Each rank writes ``OUT_DIR/rank<
 
 ``--kill-after K``: every rank SIGKILLs itself right after step K's last update (a node
 lost mid-run). ``--term-after K``: rank 0 sends SIGTERM to the launcher (what a scheduler
-does at a time limit) after step K; the launcher forwards it to every rank.
+does at a time limit) after step K; the launcher forwards it to every rank. ``--slow R:C:S``
+(repeatable): rank R's C-th generate call (from 1) takes S seconds longer (a straggling
+rank); every generate call's start and end (wall clock, comparable across the ranks) is
+recorded under ``generate``.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import json
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 from transformers import TrainerCallback
@@ -28,7 +32,8 @@ from sagc.train.config import load_config
 from sagc.train.run import PREEMPTED_EXIT, Preempted, run_cell
 from sagc.train.trainer import SAGCGRPOTrainer
 
-RECORD: dict = {"rounds": [], "calls": []}
+RECORD: dict = {"rounds": [], "calls": [], "generate": []}
+SLOW: dict[int, float] = {}  # this rank's generate call (from 1) -> seconds added
 
 
 class Probe(SAGCGRPOTrainer):
@@ -45,6 +50,16 @@ class Probe(SAGCGRPOTrainer):
         return result
 
     def train(self, *args, **kwargs):
+        generate = self.model.generate  # what TRL's HF path calls, inside its timing
+
+        def timed_generate(*a, **kw):
+            start = time.time()
+            result = generate(*a, **kw)
+            time.sleep(SLOW.get(len(RECORD["generate"]) + 1, 0.0))
+            RECORD["generate"].append({"start": start, "end": time.time()})
+            return result
+
+        self.model.generate = timed_generate
         out = super().train(*args, **kwargs)
         digest = hashlib.sha256()
         for name, tensor in sorted(self.accelerator.unwrap_model(self.model).state_dict().items()):
@@ -73,7 +88,12 @@ def main() -> int:
     parser.add_argument("out")
     parser.add_argument("--kill-after", type=int)
     parser.add_argument("--term-after", type=int)
+    parser.add_argument("--slow", action="append", default=[])
     ns = parser.parse_args()
+    for spec in ns.slow:
+        rank, call, seconds = spec.split(":")
+        if int(rank) == int(os.environ.get("RANK", "0")):
+            SLOW[int(call)] = float(seconds)
     os.environ.pop("WANDB_SERVICE", None)
     cfg = load_config(ns.cell)
     upd = cfg.resolved.layout.updates_per_rollout

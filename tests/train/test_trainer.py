@@ -15,6 +15,7 @@ import torch
 
 from sagc.prompts import PromptStream
 from sagc.train.config import TrainConfig
+from sagc.train.dynamic_sampling import FILTER_REWARD
 
 pytestmark = pytest.mark.slow
 
@@ -22,6 +23,15 @@ pytestmark = pytest.mark.slow
 def length_reward(prompts, completions, completion_ids, **kw):
     """Longer completion, higher reward: varies within a group, as real rewards do."""
     return [len(ids) / 10.0 for ids in completion_ids]
+
+
+def length_as_correctness(prompts, completions, completion_ids, **kw):
+    """``length_reward`` standing in for the correctness reward that DAPO's filter reads (by
+    its name): it differs within a group, so the filter keeps every group."""
+    return length_reward(prompts, completions, completion_ids)
+
+
+length_as_correctness.__name__ = FILTER_REWARD
 
 
 def _recording_trainer_cls():
@@ -106,7 +116,7 @@ def test_dapo_trains_with_clip_higher_acting(make_cell, tmp_path):
     torch.set_num_threads(1)
     cfg = make_cell(tmp_path / "run", algorithm="dapo", sizing="g4", steps=3, save_steps=100,
                     wandb_mode="disabled", prompts=4)
-    trainer = _build(cfg, reward_funcs=[length_reward], reward_weights=[1.0])
+    trainer = _build(cfg, reward_funcs=[length_as_correctness], reward_weights=[1.0])
     assert trainer.loss_type == "dapo" and trainer.epsilon_high == pytest.approx(0.28)
     assert trainer.beta == 0.0 and trainer.mask_truncated_completions
     assert trainer.updates_per_rollout == 2  # two mini-batches per rollout: off-policy reuse
@@ -131,6 +141,8 @@ def test_dynamic_sampling_drops_zero_variance_groups_and_refills(make_cell, tmp_
         odd ids: a fresh value per completion (always informative)."""
         return [0.5 if i % 2 == 0 else next(counter) / 100 for i in id]
 
+    # It stands in for the correctness reward, which dynamic sampling filters on (by its name).
+    half_constant_reward.__name__ = FILTER_REWARD
     seed, p, g, max_rounds = 11, 4, 4, 2
     cfg = make_cell(tmp_path / "run", algorithm="dapo", sizing=f"g{g}", steps=3, prompts=p, save_steps=100,
                     wandb_mode="disabled", seed=seed,
@@ -235,8 +247,8 @@ def test_loss_passes_of_a_fixed_size_give_the_micro_batchs_gradient(make_cell, t
         cfg["train"]["micro_batch_rows"] = cap
         from sagc.train.run import build_trainer
 
-        trainer = build_trainer(TrainConfig.from_dict(cfg), trainer_cls=Counting, reward_funcs=[length_reward],
-                                reward_weights=[1.0])
+        trainer = build_trainer(TrainConfig.from_dict(cfg), trainer_cls=Counting,
+                                reward_funcs=[length_as_correctness], reward_weights=[1.0])
         trainer.passes = []
         trainer.train()
         weights[cap] = {k: v.detach().clone() for k, v in trainer.model.state_dict().items()}

@@ -35,9 +35,11 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import shlex
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -54,6 +56,11 @@ PORT_BASE, PORT_SPAN = 20000, 10000  # below Linux's ephemeral ports (32768 and 
 #: their step and checkpoint (a paper step plus a checkpoint: minutes, not torch's 30 s);
 #: under SLURM the time limit's own kill comes first.
 SHUTDOWN_GRACE_S = 900
+#: torch's elastic agent reads TORCH_ELASTIC_SHUTDOWN_TIMEOUT from this version on; before it
+#: the agent kills the trainers 30 s after passing a signal on, mid-step or mid-save.
+ELASTIC_SHUTDOWN_TORCH = (2, 12)
+#: The pipeline's launch keys that say what a stop on a signal needs (not the trainer's).
+STOP_KEYS = ("stop_step_s", "stop_save_s")
 TRAIN_MODULE = "sagc.train"
 #: The cell's resolved config, written into its output folder by the train job.
 CELL_FILE = "cell.json"
@@ -147,9 +154,7 @@ def outside_slurm(nodes: int) -> str:
 def check_local_run(config: Mapping[str, Any], env: Mapping[str, str] | None = None) -> None:
     """Before a local run's first job: ``ValueError`` when its cells need several nodes and
     this machine is not inside a SLURM allocation."""
-    from sagc.train.config import LaunchSection
-
-    nodes = LaunchSection.from_dict(config.get("launch")).nodes
+    nodes = _launch_section(config).nodes
     if nodes > 1 and not (os.environ if env is None else env).get("SLURM_JOB_ID"):
         raise ValueError(outside_slurm(nodes))
 
@@ -165,9 +170,15 @@ def _job_nodelist(job: str) -> str:
 
 def plan_lines(config: Mapping[str, Any], grid: Any, *, repo: str | os.PathLike, cpus_per_node: int) -> list[str]:
     """What the workflow prints when it loads (a dry run shows it): per model, how its cells
-    run and the command that trains one of them; nothing when every cell is one process."""
+    run and the command that trains one of them (when a cell is several processes); each
+    model x algorithm's memory plan per phase (with a card, ``sagc.pipeline.memory``); and
+    the time a stop on SLURM's warning needs, with a ``PreemptionWarning`` for each way it
+    could fall short (``stop_problems``)."""
+    from sagc.pipeline import memory
     from sagc.pipeline.cells import train_cell_config
 
+    for problem in stop_problems(config):
+        warnings.warn(problem, PreemptionWarning, stacklevel=2)
     lines = []
     for model in grid.models:
         cell_id = next(c for c in grid.cells() if c.model == model)
@@ -179,6 +190,11 @@ def plan_lines(config: Mapping[str, Any], grid: Any, *, repo: str | os.PathLike,
         where = f"{launch.nodes} nodes x {launch.processes_per_node}" if launch.nodes > 1 else f"{launch.processes}"
         cmd = command(cell, f"{cell['output_dir']}/{CELL_FILE}", repo=repo, cpus_per_node=cpus_per_node)
         lines.append(f"train: each {model} cell on {where} {units}, {launch.strategy}; {cell_id.id}: {cmd}")
+    lines.extend(memory.plan_lines(config, grid))
+    step, save = (_stop_setting(config, k) for k in STOP_KEYS)
+    lines.append(f"stop: SLURM warns a train job {step + save} s before its time limit (--signal=USR1@{step + save}: "
+                 f"launch.stop_step_s {step} + launch.stop_save_s {save}); its trainers finish the step, "
+                 "checkpoint and exit 75")
     return lines
 
 
@@ -189,19 +205,37 @@ def pipeline_launch(config: Mapping[str, Any], model: str) -> dict[str, Any]:
     """The ``launch`` section of ``model``'s cells: the config's ``launch`` block (nodes,
     processes per node) and the model's ``strategy``, only the keys the config states (the
     trainer's defaults are the rest, so a config without them gives the cells it always did)."""
-    out = dict(config.get("launch") or {})
+    out = {k: v for k, v in (config.get("launch") or {}).items() if k not in STOP_KEYS}
     strategy = config["models"][model].get("strategy")
     if strategy is not None:
         out["strategy"] = strategy
     return out
 
 
+def _launch_section(config: Mapping[str, Any]):
+    """The config's ``launch`` block as the trainer's ``LaunchSection`` (its stop keys aside)."""
+    from sagc.train.config import LaunchSection
+
+    return LaunchSection.from_dict({k: v for k, v in (config.get("launch") or {}).items() if k not in STOP_KEYS})
+
+
+def _stop_setting(config: Mapping[str, Any], key: str) -> int:
+    from sagc.pipeline.schema import LaunchBlock
+
+    return int((config.get("launch") or {}).get(key, LaunchBlock.model_fields[key].default))
+
+
+def stop_warning_s(config: Mapping[str, Any]) -> int:
+    """Seconds of SLURM's warning before a train job's time limit: the running step
+    (``launch.stop_step_s``) and a checkpoint save (``launch.stop_save_s``)."""
+    return sum(_stop_setting(config, k) for k in STOP_KEYS)
+
+
 def threads(config: Mapping[str, Any]) -> int:
     """Cores of a train job on one node: its processes x ``train.torch_threads``."""
     from sagc.pipeline.cells import train_setting
-    from sagc.train.config import LaunchSection
 
-    ppn = LaunchSection.from_dict(config.get("launch")).processes_per_node
+    ppn = _launch_section(config).processes_per_node
     return ppn * (train_setting(config, "torch_threads") or 1)
 
 
@@ -217,13 +251,16 @@ def rule_resources(config: Mapping[str, Any], base: Mapping[str, Any]) -> dict[s
       each with cpus_per_task CPUs); sbatch then starts one task per node;
     - on CPU with several nodes ``tasks`` (sbatch --ntasks): the executor sets --ntasks=1
       for a job without GPUs otherwise;
-    - ``cpus_per_task`` (one task per node: the node's CPUs), default the job's threads.
+    - ``cpus_per_task`` (one task per node: the node's CPUs), default the job's threads;
+    - ``slurm_extra`` ``--signal=USR1@<stop_warning_s>``: SLURM's early warning, long enough
+      for the running step and a checkpoint (the trainers then exit 75 and the rerun resumes).
     """
-    from sagc.train.config import DeviceSection, LaunchSection
+    from sagc.train.config import DeviceSection
 
     res = dict(base)
-    launch = LaunchSection.from_dict(config.get("launch"))
+    launch = _launch_section(config)
     res["nodes"] = launch.nodes
+    res["slurm_extra"] = " ".join(filter(None, [res.get("slurm_extra"), f"--signal=USR1@{stop_warning_s(config)}"]))
     res.setdefault("cpus_per_task", threads(config))
     if (config.get("device") or {}).get("use_cpu", DeviceSection.default("use_cpu")):
         if launch.nodes > 1:
@@ -239,6 +276,48 @@ def rule_resources(config: Mapping[str, Any], base: Mapping[str, Any]) -> dict[s
 
 
 # --- checks before any job -------------------------------------------------------------------
+
+
+class PreemptionWarning(UserWarning):
+    """A stop on SLURM's warning could end before the checkpoint is complete."""
+
+
+def stop_problems(config: Mapping[str, Any], torch_version: str | None = None) -> list[str]:
+    """Why a train job stopped by SLURM's warning might not leave a complete checkpoint, one
+    line each naming the key: the warning against the job's time limit, the elastic agent's
+    grace (``SHUTDOWN_GRACE_S``) and, for a launch through ``accelerate launch``, a torch that
+    ignores TORCH_ELASTIC_SHUTDOWN_TIMEOUT (``ELASTIC_SHUTDOWN_TORCH``)."""
+    warning = stop_warning_s(config)
+    need = f"launch.stop_step_s + launch.stop_save_s = {warning} s"
+    problems = []
+    runtime = ((config.get("resources") or {}).get("train") or {}).get("runtime")
+    if runtime is not None and warning >= runtime * 60:
+        problems.append(f"{need} is not less than the train job's time limit (resources.train.runtime = {runtime} "
+                        "min): SLURM's warning would come at the start; raise the runtime")
+    if _launch_section(config).processes == 1:
+        return problems
+    if warning > SHUTDOWN_GRACE_S:
+        problems.append(f"{need} exceeds the {SHUTDOWN_GRACE_S} s the launcher's elastic agent waits for the "
+                        "trainers after passing a signal on (TORCH_ELASTIC_SHUTDOWN_TIMEOUT): it would kill them "
+                        "before the checkpoint is complete")
+    version = torch_version or _installed_torch()
+    if version and tuple(int(p) for p in re.findall(r"\d+", version)[:2]) < ELASTIC_SHUTDOWN_TORCH:
+        problems.append(
+            f"torch {version}: a cell of several processes (launch) runs under accelerate launch, whose elastic "
+            f"agent reads TORCH_ELASTIC_SHUTDOWN_TIMEOUT only from torch "
+            f"{'.'.join(map(str, ELASTIC_SHUTDOWN_TORCH))} on; this one kills the trainers 30 s after SLURM's "
+            "warning, mid-step or mid-save, so a stopped job resumes from an older checkpoint: install the "
+            "pinned torch (requirements/paper-py312.txt)")
+    return problems
+
+
+def _installed_torch() -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("torch")
+    except PackageNotFoundError:
+        return None
 
 
 def deepspeed_installed() -> bool:

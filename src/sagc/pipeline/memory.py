@@ -1,63 +1,80 @@
-"""GPU memory of one training cell: a written-down estimator, and the micro-batch it allows.
+"""GPU memory of one training cell: a written-down plan, and the micro-batch it allows.
 
 TRL runs the loss pass on ``per_device_train_batch_size`` rows at once (one micro-batch);
 a step's P x G rollouts are split into ``minibatches x gradient_accumulation_steps``
-micro-batches. The estimator below says how large a micro-batch fits a card, so that
+micro-batches. The plan below says how large a micro-batch fits a card, so that
 ``train.gradient_accumulation_steps: auto`` can pick the accumulation for every cell, and
 the config check can refuse a cell that would run out of memory at its first step.
 
-What the card holds during the loss pass of a colocated run (bytes; N = parameters):
+What one process holds (bytes; N = parameters, w = 4 with fp32 master weights, 2 with bf16
+weights and the compensated optimizer):
 
 ==================  =========================================================================
-weights             N x 4 (fp32 master weights) or N x 2 (bf16 weights, compensated optimizer)
-gradients           same dtype as the weights
+weights             N x w
+reference model     GRPO's KL term (beta > 0): TRL loads it like the policy, N x w
 optimizer           AdamW moments in fp32: N x 8; the compensated optimizer adds a bf16
-                    compensation buffer (N x 2)
+                    compensation buffer (N x 2). From the first optimizer step on
+DDP buckets         DDP's reducer allocates flat gradient buckets for every parameter when
+                    the model is wrapped (N x w), kept for the run; several processes only
+gradients           ``.grad`` while the loss pass runs (freed after each optimizer step). DDP
+                    as accelerate builds it (``gradient_as_bucket_view=False``): a second
+                    copy, N x w; with the bucket view none. FSDP2 under accumulation keeps
+                    the unsharded gradients (N x w) and the sharded ones (N x w / processes)
 autocast copies     fp32 master weights under bf16 autocast: a bf16 copy of each weight is
-                    cached for the forward pass, N x 2
-reference model     GRPO's KL term (beta > 0): TRL loads it like the policy (same dtype)
-activations         with gradient checkpointing: each layer's input is kept (L x h per token),
-                    plus the working set of the one layer being recomputed in the backward
-                    pass, 2 x (4h + 2 kv + 4 I) per token (q/o and norms, k/v, MLP
-                    gate/up/act/product; forward values and their gradients); TRL's fused LM
-                    head never materialises the (tokens x vocab) logits. Element size: 4 bytes
-                    with fp32 master weights (the residual stream stays fp32 under autocast),
-                    2 with bf16 weights. Times ``ACTIVATION_MARGIN`` for what the model leaves
-                    out (allocator fragmentation, attention kernels' buffers). Tokens = micro-
-                    batch x (max_prompt_length + max_completion_length): TRL pads every row
-                    to the longest one, and the worst case is the cap.
-vLLM reserve        ``vllm_gpu_memory_utilization`` x card (colocated vLLM claims that share
-                    of the whole card for its weights and KV cache); in sleep mode
-                    (``device.vllm_sleep_mode``) the engine has freed its weights and KV cache
-                    during the loss pass and keeps only ``VLLM_WORKSPACE_GIB``
+                    cached while a forward pass runs under autocast, N x 2
+activations         the loss pass, with gradient checkpointing: each layer's input is kept
+                    (L x h per token) plus the working set of the one layer being recomputed
+                    in the backward pass, 2 x (4h + 2 kv + 4 I) per token (q/o and norms,
+                    k/v, MLP gate/up/act/product; forward values and their gradients)
+scoring             the no-grad passes of the old and reference log-probs (TRL disables
+                    checkpointing there): the residual stream and one layer's forward working
+                    set, h + 4h + 2 kv + 4 I per token, in chunks of ``micro_batch_rows`` rows
+                    (the loss pass's: ``SAGCGRPOTrainer`` runs them so; TRL's own chunk is a
+                    whole micro-batch at G_max)
+vLLM                ``vllm_gpu_memory_utilization`` x the card's total as the driver reports
+                    it (vLLM converts the share so); in sleep mode (``device.vllm_sleep_mode``)
+                    the engine frees its weights and KV cache outside generation and keeps
+                    only ``VLLM_WORKSPACE_GIB``
 runtime             ``RUNTIME_GIB``: CUDA context, cuBLAS/NCCL workspaces
+margin              ``device.memory_margin_gib``: what the plan leaves out (the caching
+                    allocator's fragmentation at the peak, memory outside the allocator)
 ==================  =========================================================================
 
-In sleep mode the engine takes its share back to generate, while the policy's weights, the
-AdamW state and the reference model stay on the card (the gradients are freed after each
-optimizer step, autocast's weight copies when the forward pass leaves autocast): that
-generation phase must fit the card too (``MemoryEstimate.generating``).
+Activations are counted at 4 bytes an element with fp32 master weights (the residual stream
+stays fp32 under autocast), 2 with bf16 weights, times ``ACTIVATION_MARGIN`` (allocator
+rounding, attention kernels' buffers); tokens per row are the cap, max_prompt_length +
+max_completion_length (TRL pads every row to the longest). TRL's fused LM head never
+materialises the (tokens x vocab) logits.
+
+Three phases of a step must each fit the card (``MemoryEstimate``): **generating** (the
+engine awake next to the weights, reference model, AdamW state and DDP buckets),
+**scoring** (the engine asleep; a no-grad chunk) and the **loss pass** (gradients and a
+checkpointed micro-batch). The optimizer step runs after the backward pass has freed the
+activations; its temporaries (``CompensatedAdamW`` holds about four fp32 copies of one
+parameter at a time: ~6 GB for Llama-3.2-3B's embedding) fit in their place.
+
+**Stated or measured.** ``ACTIVATION_MARGIN``, ``RUNTIME_GIB`` and the margin are
+allowances; ``benchmarks/gpu_memory_check.py`` measures them on a card (the activation and
+scoring factors, the runtime, the allocator's fragmentation) and writes one JSON, which
+``device.memory_measured`` points the plan at instead (``Margins``).
 
 **The vLLM share** (``device.vllm_gpu_memory_utilization: auto``, ``vllm_share``): the
 smallest share (in hundredths) that holds the engine's bf16 weights, ``VLLM_WORKSPACE_GIB``
 and the KV cache of its rows of the grid's largest step, every row at the length cap (the
-worst case a straggler study must plan for: past the cache vLLM queues and preempts rows,
-and the rollout's time follows the step's total tokens instead of its longest row). The
-same share for every cell of a model, so every cell's engine is the same.
-
-The optimizer step runs after the backward pass has freed the activations; its temporaries
-(``CompensatedAdamW`` holds about four fp32 copies of one parameter at a time: ~6 GB for
-Llama-3.2-3B's embedding) fit in their place on the paper's micro-batches.
+worst case a straggler study must plan for: past the cache vLLM queues and preempts rows);
+where the generation phase cannot give that much next to the training state, the largest
+share it can give (rows then queue in that worst case: the config check warns, naming the
+cells). The same share for every cell of a model, so every cell's engine is the same.
 
 A cell of several processes (``launch``) has one per card, each with its share of the
-step: the micro-batch is that share's, and the weights, gradients and optimizer state are
-counted whole, as DDP holds them (fsdp2 and ZeRO shard them: for those an upper bound).
+step: the micro-batch is that share's. DDP holds weights and optimizer state whole; FSDP2
+shards them (plus the unsharded units in flight: the embedding and two layers); ZeRO is
+counted as DDP without buckets (an upper bound).
 
-The estimate is an upper bound for the first step's loss pass, not a measurement: check
-it on the card (``torch.cuda.max_memory_allocated``) before a long run.
-
-The paper's two models are described by their published ``config.json`` fields
-(``PAPER_MODEL_CONFIGS``), so resolving the paper grid needs neither network nor cache.
+The plan is an upper bound for a step's phases, not a measurement: check it on the card
+(``benchmarks/gpu_memory_check.py``) before a long run. The paper's two models are
+described by their published ``config.json`` fields (``PAPER_MODEL_CONFIGS``), so resolving
+the paper grid needs neither network nor cache.
 """
 
 from __future__ import annotations
@@ -71,7 +88,7 @@ from sagc.controller import grid_group_sizes
 from sagc.train.config import MASTER_WEIGHTS, DeviceSection, LaunchSection, TrainSection
 
 GIB = 1024**3
-#: Multiplier on the activation estimate for what it leaves out.
+#: Multiplier on the activation estimates (loss pass and scoring) for what they leave out.
 ACTIVATION_MARGIN = 1.25
 #: CUDA context and library workspaces.
 RUNTIME_GIB = 2.0
@@ -81,6 +98,8 @@ RUNTIME_GIB = 2.0
 VLLM_WORKSPACE_GIB = 4.0
 #: The largest share ``auto`` gives vLLM: the policy's weights must stay on the card.
 MAX_VLLM_SHARE = 0.95
+#: The phases of a step the plan checks, in the order a step runs them.
+PHASES = ("generating", "scoring", "loss_pass")
 
 #: ``config.json`` of the paper's base models (the fields the architecture classes read).
 PAPER_MODEL_CONFIGS: dict[str, dict[str, Any]] = {
@@ -155,6 +174,16 @@ class Architecture:
             return self.num_layers * h + working_set
         return self.num_layers * (h + working_set)
 
+    def scoring_elements_per_token(self) -> int:
+        """A no-grad forward pass: the residual stream and one layer's working set."""
+        h, kv, i = self.hidden_size, self.kv_dim, self.intermediate_size
+        return h + 4 * h + 2 * kv + 4 * i
+
+    @property
+    def layer_params(self) -> int:
+        return (self.params - self.hidden_size - self.vocab_size * self.hidden_size
+                * (1 if self.tie_word_embeddings else 2)) // self.num_layers
+
     def kv_cache_bytes_per_token(self, dtype_bytes: int = 2) -> int:
         return 2 * self.num_layers * self.kv_dim * dtype_bytes
 
@@ -180,6 +209,19 @@ def architecture_of(model_spec: dict[str, Any], model_name: str) -> Architecture
 
 
 @dataclass(frozen=True)
+class Margins:
+    """The plan's allowances for what its model leaves out: the stated ones (this module's
+    constants and ``device.memory_margin_gib``), or those ``benchmarks/gpu_memory_check.py``
+    measured for the model on a card (``measured_margins``)."""
+
+    activation: float = ACTIVATION_MARGIN  # multiplier on the loss pass's activations
+    scoring: float = ACTIVATION_MARGIN  # multiplier on a scoring chunk's activations
+    runtime_gib: float = RUNTIME_GIB
+    margin_gib: float = 0.0
+    source: str = "stated"
+
+
+@dataclass(frozen=True)
 class MemoryEstimate:
     """Bytes per component (see the module docstring) against a card of ``card_bytes``."""
 
@@ -189,69 +231,102 @@ class MemoryEstimate:
     autocast_copies: float
     reference_model: float
     activations: float
-    vllm_reserve: float
+    vllm_reserve: float  # the engine outside generation: its workspace asleep, its share awake
     runtime: float
     card_bytes: float
     micro_batch: int
     tokens_per_row: int
     vllm_share: float = 0.0  # what the engine holds while it generates
     vllm_sleep: bool = False
+    ddp_buckets: float = 0.0
+    scoring_activations: float = 0.0
+    margin: float = 0.0
+
+    @property
+    def held(self) -> float:
+        """What stays on the card through a step (from the first optimizer step on)."""
+        return (self.weights + self.reference_model + self.optimizer + self.ddp_buckets + self.runtime
+                + self.margin)
 
     @property
     def total(self) -> float:
         """The loss pass."""
-        return (self.weights + self.gradients + self.optimizer + self.autocast_copies
-                + self.reference_model + self.activations + self.vllm_reserve + self.runtime)
+        return (self.held + self.gradients + self.autocast_copies + self.activations + self.vllm_reserve)
+
+    @property
+    def loss_pass(self) -> float:
+        return self.total
+
+    @property
+    def scoring(self) -> float:
+        """A no-grad scoring chunk (old or reference log-probs), the engine asleep."""
+        return self.held + self.autocast_copies + self.scoring_activations + self.vllm_reserve
 
     @property
     def generating(self) -> float:
-        """The generation phase: the engine awake next to what training keeps between passes
-        (at most ``total`` unless the engine sleeps during the loss pass)."""
-        return self.weights + self.optimizer + self.reference_model + self.vllm_share + self.runtime
+        """The generation phase: the engine awake next to what training keeps between passes."""
+        return self.held + self.vllm_share
+
+    @property
+    def peak(self) -> float:
+        return max(getattr(self, phase) for phase in PHASES)
 
     @property
     def fits(self) -> bool:
-        return self.total <= self.card_bytes and self.generating <= self.card_bytes
+        return self.peak <= self.card_bytes
 
     def describe(self) -> str:
-        parts = ("weights", "gradients", "optimizer", "autocast_copies", "reference_model",
-                 "activations", "vllm_reserve", "runtime")
+        parts = ("weights", "reference_model", "optimizer", "ddp_buckets", "gradients", "autocast_copies",
+                 "activations", "scoring_activations", "vllm_reserve", "runtime", "margin")
         body = ", ".join(f"{p} {getattr(self, p) / GIB:.1f}" for p in parts if getattr(self, p))
-        text = (f"micro-batch {self.micro_batch} x {self.tokens_per_row} tokens: {self.total / GIB:.1f} GiB "
-                f"of {self.card_bytes / GIB:.1f} GiB ({body})")
-        if self.vllm_sleep:
-            text += (f"; generating, vLLM awake: {self.generating / GIB:.1f} GiB (its share "
-                     f"{self.vllm_share / GIB:.1f} next to weights, optimizer and reference model)")
-        return text
+        phases = ", ".join(f"{p.replace('_', ' ')} {getattr(self, p) / GIB:.1f}" for p in PHASES)
+        return (f"{self.micro_batch} rows x {self.tokens_per_row} tokens a pass: {phases} GiB of "
+                f"{self.card_bytes / GIB:.1f} GiB (generating: vLLM's share {self.vllm_share / GIB:.1f} awake; "
+                f"{body})")
 
 
 def estimate(arch: Architecture, *, master_weights: str, reference_model: bool, micro_batch: int,
              tokens_per_row: int, vllm_fraction: float, card_gib: float,
-             gradient_checkpointing: bool = True, use_vllm: bool = True,
-             vllm_sleep: bool = False) -> MemoryEstimate:
-    """Peak memory of a colocated training step's loss pass and generation phase (see the
-    module docstring)."""
+             gradient_checkpointing: bool = True, use_vllm: bool = True, vllm_sleep: bool = False,
+             strategy: str = "ddp", processes: int = 1, bucket_view: bool = False,
+             margins: Margins = Margins()) -> MemoryEstimate:
+    """The phases of a colocated training step (see the module docstring) for one process
+    of ``processes`` with ``strategy``; ``micro_batch`` rows a loss pass and a scoring chunk."""
     if master_weights not in MASTER_WEIGHTS:
         raise ValueError(f"master_weights must be one of {MASTER_WEIGHTS}, got {master_weights!r}")
     n = arch.params
     fp32 = master_weights == "fp32"
     w = 4 if fp32 else 2
-    act_elem = arch.activation_elements_per_token(gradient_checkpointing)
+    state = n * 8 + (0 if fp32 else n * 2)
+    weights, gradients, buckets = n * w, n * w, 0
+    if processes > 1 and strategy == "ddp":
+        buckets = n * w
+        gradients = 0 if bucket_view else n * w
+    elif processes > 1 and strategy == "fsdp2":
+        # the root unit (embedding) and two layers (the one computed, the one prefetched) unsharded
+        in_flight = arch.vocab_size * arch.hidden_size + 2 * arch.layer_params
+        weights = n * w / processes + in_flight * w
+        gradients = n * w + n * w / processes
+        state /= processes
     share = vllm_fraction * card_gib * GIB
+    tokens = micro_batch * tokens_per_row
     return MemoryEstimate(
-        weights=n * w,
-        gradients=n * w,
-        optimizer=n * 8 + (0 if fp32 else n * 2),
+        weights=weights,
+        gradients=gradients,
+        optimizer=state,
         autocast_copies=n * 2 if fp32 else 0,
-        reference_model=n * w if reference_model else 0,
-        activations=micro_batch * tokens_per_row * act_elem * w * ACTIVATION_MARGIN,
+        reference_model=weights if reference_model else 0,
+        activations=tokens * arch.activation_elements_per_token(gradient_checkpointing) * w * margins.activation,
         vllm_reserve=(VLLM_WORKSPACE_GIB * GIB if vllm_sleep else share) if use_vllm else 0,
-        runtime=RUNTIME_GIB * GIB,
+        runtime=margins.runtime_gib * GIB,
         card_bytes=card_gib * GIB,
         micro_batch=micro_batch,
         tokens_per_row=tokens_per_row,
         vllm_share=share if use_vllm else 0,
         vllm_sleep=vllm_sleep and use_vllm,
+        ddp_buckets=buckets,
+        scoring_activations=tokens * arch.scoring_elements_per_token() * w * margins.scoring,
+        margin=margins.margin_gib * GIB,
     )
 
 
@@ -277,24 +352,32 @@ def kv_shortfall(arch: Architecture, *, rows: int, tokens_per_row: int, vllm_fra
             f"bf16 weights, {arch.kv_cache_bytes_per_token() // 1024} KiB a token), {capacity // tokens_per_row} rows "
             f"at the cap, but a step at G_max gives each engine {rows} rows of up to {tokens_per_row} tokens "
             f"({need:,}): rows will queue and be preempted; raise device.vllm_gpu_memory_utilization (auto: the "
-            "share that holds them; with device.vllm_sleep_mode the loss pass does not pay for it), spread "
-            "the cell over more GPUs (launch.processes_per_node) or lower train.prompts_per_step")
+            "share that holds them where the generation phase leaves it room; with device.vllm_sleep_mode the "
+            "loss pass does not pay for it), free the card for it, spread the cell over more GPUs "
+            "(launch.processes_per_node) or lower train.prompts_per_step")
 
 
-def vllm_share_for(arch: Architecture, *, rows: int, tokens_per_row: int, card_gib: float) -> float:
+def vllm_share_for(arch: Architecture, *, rows: int, tokens_per_row: int, card_gib: float,
+                   room_gib: float | None = None) -> float:
     """The smallest share of the card (in hundredths) whose engine holds its bf16 weights,
-    ``VLLM_WORKSPACE_GIB`` and the KV cache of ``rows`` rows of ``tokens_per_row`` tokens
-    (``vllm_kv_capacity_tokens`` of it holds them)."""
+    ``VLLM_WORKSPACE_GIB`` and the KV cache of ``rows`` rows of ``tokens_per_row`` tokens, or
+    where ``room_gib`` (what the generation phase leaves the engine) is less, the largest
+    share that fits it. ``ValueError`` when that engine cannot hold one row at the cap."""
     need = arch.params * 2 + rows * tokens_per_row * arch.kv_cache_bytes_per_token() + VLLM_WORKSPACE_GIB * GIB
     share = math.ceil(need / (card_gib * GIB) * 100 - 1e-9) / 100
-    if share > MAX_VLLM_SHARE:
+    room = MAX_VLLM_SHARE * card_gib if room_gib is None else min(room_gib, MAX_VLLM_SHARE * card_gib)
+    cap = math.floor(room / card_gib * 100 + 1e-9) / 100
+    if share <= cap:
+        return share
+    if vllm_kv_capacity_tokens(arch, cap, card_gib) - VLLM_WORKSPACE_GIB * GIB // arch.kv_cache_bytes_per_token() \
+            < tokens_per_row:
         raise ValueError(
             f"device.vllm_gpu_memory_utilization=auto: {rows} rows of up to {tokens_per_row} tokens per engine "
             f"need {need / GIB:.1f} GiB of vLLM (weights, KV cache at the cap, {VLLM_WORKSPACE_GIB:g} GiB "
-            f"workspace), {need / (card_gib * GIB):.2f} of a {card_gib} GiB card; spread the cell over more "
-            "GPUs (launch.processes_per_node), lower train.prompts_per_step, or set a share (rows then "
-            "queue: the warning names the cells)")
-    return share
+            f"workspace), {need / (card_gib * GIB):.2f} of a {card_gib} GiB card, and the generation phase leaves "
+            f"it {room:.1f} GiB, not one row; spread the cell over more GPUs (launch.processes_per_node), lower "
+            "train.prompts_per_step or shorter sequences, or free the card (device.master_weights=bf16_kahan)")
+    return cap
 
 
 # -- a pipeline config's cells --------------------------------------------------------------
@@ -303,7 +386,8 @@ def vllm_share_for(arch: Architecture, *, rows: int, tokens_per_row: int, card_g
 def vllm_share(config: dict[str, Any], model: str) -> float:
     """``device.vllm_gpu_memory_utilization`` of ``model``'s cells: the config's number, or for
     ``auto`` ``vllm_share_for`` one engine's rows of the grid's largest step (P x G_max, or the
-    rollout budget, over the cell's processes), the same for every cell of the model (without
+    rollout budget, over the cell's processes) within what the generation phase of the
+    model's heaviest algorithm leaves, the same for every cell of the model (without
     ``use_vllm``, where the key is unused, the trainer's default)."""
     device, train = _settings(config)
     value = device("vllm_gpu_memory_utilization")
@@ -316,22 +400,63 @@ def vllm_share(config: dict[str, Any], model: str) -> float:
         raise ValueError("device.vllm_gpu_memory_utilization=auto needs device.gpu_memory_gib (and "
                          "device.use_cpu=false): the card the share is a part of")
     rollouts = train("rollout_budget") or train("prompts_per_step") * max(grid_group_sizes(config))
-    processes = LaunchSection.from_dict(dict(config.get("launch") or {})).processes
-    return vllm_share_for(architecture_of(config["models"][model], model), rows=-(-rollouts // processes),
-                          tokens_per_row=train("max_prompt_length") + train("max_completion_length"), card_gib=card)
+    held = max(_estimate(config, model, algo, 1, vllm_fraction=0.0).held for algo in _algorithms(config))
+    return vllm_share_for(architecture_of(config["models"][model], model), rows=-(-rollouts // _processes(config)),
+                          tokens_per_row=train("max_prompt_length") + train("max_completion_length"), card_gib=card,
+                          room_gib=card - held / GIB)
 
 
 def card_gib(config: dict[str, Any]) -> float | None:
-    """The card the config is sized for (``device.gpu_memory_gib``); None on CPU or unset."""
+    """The card the config is sized for (``device.gpu_memory_gib``, the total the driver
+    reports); None on CPU or unset."""
     device = config.get("device", {})
     if device.get("use_cpu", True):
         return None
     return device.get("gpu_memory_gib")
 
 
+def margins(config: dict[str, Any], model: str) -> Margins:
+    """The plan's allowances for ``model``: measured (``device.memory_measured``) or stated."""
+    from sagc.pipeline.schema import DeviceBlock
+
+    device = config.get("device", {})
+    measured = device.get("memory_measured")
+    if measured:
+        return measured_margins(measured, config["models"][model].get("hub_id"), model)
+    return Margins(margin_gib=device.get("memory_margin_gib", DeviceBlock.default("memory_margin_gib")))
+
+
+def measured_margins(path: str, hub_id: str | None, model: str) -> Margins:
+    """``model``'s allowances from a ``benchmarks/gpu_memory_check.py`` JSON: the activation
+    and scoring factors (measured over the plan's unmargined activations), the runtime
+    (the driver's use beyond PyTorch's allocator) and, as the margin, the allocator's
+    fragmentation at the loss pass's peak."""
+    key = "device.memory_measured"
+    try:
+        report = json.loads(open(path).read())
+    except (OSError, ValueError) as err:
+        raise ValueError(f"{key}: cannot read {path}: {err}") from None
+    found = (report.get("models") or {}).get(hub_id)
+    if report.get("schema") != MEASURED_SCHEMA or report.get("tiny") or not found:
+        raise ValueError(f"{key}: {path} holds no measurement of models.{model} ({hub_id}) on a card (a "
+                         f"{MEASURED_SCHEMA} JSON of benchmarks/gpu_memory_check.py without --tiny); measure it "
+                         "or unset the key to use device.memory_margin_gib")
+    return Margins(activation=found["loss_pass"]["activation_factor"], scoring=found["scoring"]["activation_factor"],
+                   runtime_gib=found["runtime_gib"], margin_gib=found["fragmentation_gib"], source=path)
+
+
+#: The ``schema`` field of ``benchmarks/gpu_memory_check.py``'s JSON.
+MEASURED_SCHEMA = "sagc.gpu_memory_check/1"
+
+
 def cell_estimate(config: dict[str, Any], model: str, algo: Any, micro_batch: int) -> MemoryEstimate:
-    """The estimate of one cell of a checked pipeline config with a given micro-batch;
+    """The plan of one cell of a checked pipeline config with ``micro_batch`` rows a pass;
     ``algo`` is the cell's ``sagc.train.presets.AlgorithmSettings``."""
+    return _estimate(config, model, algo, micro_batch, vllm_fraction=vllm_share(config, model))
+
+
+def _estimate(config: dict[str, Any], model: str, algo: Any, micro_batch: int, *,
+              vllm_fraction: float) -> MemoryEstimate:
     device, train = _settings(config)
     card = card_gib(config)
     if card is None:
@@ -342,12 +467,31 @@ def cell_estimate(config: dict[str, Any], model: str, algo: Any, micro_batch: in
         reference_model=algo.beta > 0,
         micro_batch=micro_batch,
         tokens_per_row=train("max_prompt_length") + train("max_completion_length"),
-        vllm_fraction=vllm_share(config, model),
+        vllm_fraction=vllm_fraction,
         card_gib=card,
         gradient_checkpointing=device("gradient_checkpointing"),
         use_vllm=device("use_vllm"),
         vllm_sleep=device("vllm_sleep_mode"),
+        strategy=config["models"][model].get("strategy") or LaunchSection.default("strategy"),
+        processes=_processes(config),
+        margins=margins(config, model),
     )
+
+
+def _processes(config: dict[str, Any]) -> int:
+    launch = config.get("launch") or {}
+    return int(launch.get("nodes", LaunchSection.default("nodes"))) * int(
+        launch.get("processes_per_node", LaunchSection.default("processes_per_node")))
+
+
+def _algorithms(config: dict[str, Any]) -> list[Any]:
+    """The grid's algorithms with the config's overrides (``AlgorithmSettings``)."""
+    from sagc.train.presets import resolve_algorithm
+
+    _, train = _settings(config)
+    overrides = config.get("algorithm_overrides") or {}
+    return [resolve_algorithm({"name": a, **(overrides.get(a) or {})}, train("max_completion_length"))
+            for a in config["algorithms"]]
 
 
 def _settings(config: dict[str, Any]):
@@ -415,17 +559,18 @@ class CardFit:
         of the same size whatever its G. The pass is the largest micro-batch of a step at the
         grid's smallest G that fits the card (one process's share of the step when the cell
         has several); a step at a larger G has micro-batches that many times larger, which the
-        trainer runs as passes of that size (``train.micro_batch_rows``). Sized at the cell's
-        own largest G instead, a SAGC cell would train its G = 4 steps in passes a quarter of
-        the g4 cell's."""
+        trainer runs as passes of that size (``train.micro_batch_rows``), its scoring passes
+        too. Sized at the cell's own largest G instead, a SAGC cell would train its G = 4
+        steps in passes a quarter of the g4 cell's."""
         smallest = min(grid_group_sizes(self.config))
         ga = auto_accumulation(self.config, self.model, algo, lambda ga: layout(ga, (smallest,)))
         return ga, layout(ga, (smallest,)).shapes[smallest].micro_batch
 
     def plan(self, algo: Any, layout: Any):
         """The cell's memory plan: a pass of its micro-batch (at most ``micro_batch_rows``
-        rows) must fit the card by the estimate, or the cell is refused before any job (a
-        first-step out-of-memory, caught when the config is read)."""
+        rows, the loss pass's and a scoring chunk's) must fit the card in every phase by the
+        estimate, or the cell is refused before any job (a first-step out-of-memory, caught
+        when the config is read)."""
         from sagc.train.resolve import MemoryPlan
 
         cap = layout.micro_batch_rows  # the trainer runs a larger micro-batch as passes of this many rows
@@ -438,6 +583,7 @@ class CardFit:
                 "accumulation or set it to auto")
         return MemoryPlan(card_gib=est.card_bytes / GIB, rows_per_pass=rows, tokens_per_row=est.tokens_per_row,
                           loss_pass_gib=round(est.total / GIB, 2), generating_gib=round(est.generating / GIB, 2),
+                          scoring_gib=round(est.scoring / GIB, 2),
                           vllm_share=vllm_share(self.config, self.model) if est.vllm_share else 0.0)
 
 
@@ -445,3 +591,25 @@ def card_fit(config: dict[str, Any], model: str) -> CardFit | None:
     """The card ``model``'s cells are sized for, or None without one (CPU, or no
     ``device.gpu_memory_gib``)."""
     return CardFit(config, model) if card_gib(config) is not None else None
+
+
+def plan_lines(config: dict[str, Any], grid: Any) -> list[str]:
+    """What the workflow prints when it loads (a dry run shows it): each model x
+    algorithm's peak per phase against the card, from a resolved cell of each (every cell of
+    a model and algorithm trains in the same passes); nothing without a card."""
+    from sagc.pipeline.cells import train_cell_config
+
+    if card_gib(config) is None:
+        return []
+    lines, seen = [], set()
+    for cell in grid.cells():
+        if (cell.model, cell.algorithm) in seen:
+            continue
+        seen.add((cell.model, cell.algorithm))
+        plan = train_cell_config(config, grid, cell)["resolved"]["memory"]
+        source = margins(config, cell.model).source
+        lines.append(f"memory: {cell.model} {cell.algorithm}, {plan['rows_per_pass']} rows x "
+                     f"{plan['tokens_per_row']} tokens a pass, vLLM share {plan['vllm_share']}: generating "
+                     f"{plan['generating_gib']}, scoring {plan['scoring_gib']}, loss pass {plan['loss_pass_gib']} "
+                     f"of {plan['card_gib']} GiB per card ({source} margins)")
+    return lines

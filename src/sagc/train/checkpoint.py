@@ -36,6 +36,15 @@ def write_state(checkpoint: str | Path, state: dict[str, Any]) -> Path:
     return atomic_write_text(Path(checkpoint) / STATE_FILE, json.dumps({"version": STATE_VERSION, **state}))
 
 
+def checkpoint_complete(trainer: Any) -> None:
+    """Return on every rank once rank 0 has written the newest checkpoint's state and done
+    what it does after (its W&B files): a barrier, called by every rank on a stop. Without
+    it the other ranks exit first, and on several nodes ``srun --kill-on-bad-exit`` kills
+    rank 0 when the first of them exits 75, before the checkpoint is complete."""
+    if trainer.accelerator.num_processes > 1:
+        trainer.accelerator.wait_for_everyone()
+
+
 def read_state(checkpoint: str | Path) -> dict[str, Any]:
     """The trainer's state of a checkpoint; ``ValueError`` when absent or of another version."""
     path = Path(checkpoint) / STATE_FILE

@@ -268,7 +268,7 @@ class DeviceSection(Section):
         "bf16 ulp of most weights and rounds away."))
     gpu_memory_gib: Optional[Number(gt=0.0)] = Field(None, description=(
         "Memory of the card the jobs run on (GiB, as the driver reports it: ~79 for an 80 GB card, "
-        "~139 for a 141 GB H200). When set, every cell must fit it by the estimate of "
+        "140.4 for a 141 GB H200, the driver's total). When set, every cell must fit it by the estimate of "
         "sagc.pipeline.memory, and train.gradient_accumulation_steps=auto sizes micro-batches."))
     vllm_importance_sampling_mode: OneOf(IS_MODES) = Field("token_truncate", description=(
         "TRL's correction for the vLLM/trainer probability mismatch. token_truncate (the default here, "
@@ -365,6 +365,7 @@ class TrainConfig(Section):
         elif cfg.resolved.settings != settings_fingerprint(cfg.to_dict()):
             raise ValueError("resolved was resolved from other settings than the cell states (a cell file edited "
                              "after the pipeline wrote it?): remove the resolved block to resolve the cell again")
+        cfg._check_resolved()
         if check_vllm and cfg.device.use_vllm:
             require_vllm("device.use_vllm=true", instead="set device.use_vllm=false")
         return cfg
@@ -409,6 +410,26 @@ class TrainConfig(Section):
             raise ValueError(f"launch.strategy={s}: {s} trains with DeepSpeed's own optimizer, not the compensated "
                              "AdamW of device.master_weights=bf16_kahan; set master_weights: fp32 (DeepSpeed "
                              "keeps fp32 master weights itself), or choose ddp or fsdp2")
+
+    def _check_resolved(self) -> None:
+        """What only the resolved cell shows: its algorithm preset and its step layout."""
+        algo, layout, s = self.resolved.algorithm, self.resolved.layout, self.launch.strategy
+        rows = layout.micro_batch_rows
+        split = sorted(g for g, shape in layout.shapes.items() if rows is not None and shape.micro_batch > rows)
+        if s in ("zero2", "zero3") and split:
+            # The trainer back-propagates a micro-batch's early passes inside no_sync, a no-op
+            # under ZeRO >= 2, where accelerate's backward also steps the engine.
+            raise ValueError(
+                f"launch.strategy={s}: at G = {split} a micro-batch of a process holds more rows than "
+                f"train.micro_batch_rows={rows} (set, or chosen by gradient_accumulation_steps=auto), so it "
+                f"would train as several loss passes, which DeepSpeed ZeRO {s[-1]} cannot accumulate (its "
+                "backward steps the engine; accelerate's no_sync does nothing there); set "
+                "train.gradient_accumulation_steps to a number and leave train.micro_batch_rows unset (one "
+                "micro-batch = one pass), or choose ddp or fsdp2")
+        if algo.dynamic_sampling and "correctness" not in self.rewards:
+            raise ValueError(f"algorithm {algo.name}: dynamic sampling drops the groups whose accuracy is all 0 or "
+                             "all 1 (DAPO), read from the correctness reward: add correctness to rewards, or set "
+                             "algorithm.dynamic_sampling: false")
 
     def to_dict(self) -> dict:
         return {**self.model_dump(), "sizing": self.sizing.to_dict()}

@@ -15,8 +15,12 @@ stays *one* step of P prompts x G rollouts, as on one process:
 * **Gathered measurements.** Lengths, truncation flags and each generate call's shape are
   gathered in rank order (``gather_rows``), which is the rows' global order, so the
   controller, the straggler statistic and the machine-independent costs see the step one
-  process would have seen. Times are the slowest rank's (``slowest``); process CPU time is
-  summed over the ranks (``total``).
+  process would have seen. Process CPU time is summed over the ranks (``total``).
+* **Times of a synchronous step.** Every generation round ends when its slowest rank ends:
+  a round's times are the slowest rank's (``slowest``, taken per round) and the step's are
+  their sum over its rounds (the max of each rank's sum would hide a round in which another
+  rank was the slow one). A rank that is done waits for the others at the first collective
+  after generation; ``wait_for_all`` takes that wait where it can be timed apart.
 * **Dynamic sampling on the whole step.** A refill round's keep/drop decision is made from
   the gathered rewards (TRL gathers them); the scored rows of every round are gathered
   (``gather_scored``), selected and merged exactly as on one process, and each rank keeps its
@@ -29,6 +33,7 @@ With one process every function here returns its input: a 1-process run is uncha
 from __future__ import annotations
 
 import math
+import time
 from typing import Any, Sequence
 
 import torch
@@ -93,6 +98,17 @@ def slowest(*values: float) -> list[float]:
 def total(*values: float) -> list[float]:
     """Each value's sum over the ranks."""
     return _reduce(values, "SUM")
+
+
+def wait_for_all() -> float:
+    """Seconds this rank waits until every rank reaches this point (0.0 on one process)."""
+    if world()[1] == 1:
+        return 0.0
+    t0 = time.perf_counter()
+    t = torch.zeros(1, device=_device())
+    torch.distributed.all_reduce(t)
+    t.item()  # under NCCL the reduction is queued on the GPU: wait for it
+    return time.perf_counter() - t0
 
 
 def any_rank(flag: bool) -> bool:

@@ -1,8 +1,12 @@
 """DAPO's dynamic sampling on top of TRL's scored batches (TRL has none).
 
-A prompt group whose rewards are all equal has zero advantage for every rollout: it costs
-generation and a forward/backward pass but moves nothing. DAPO drops such groups and fills
-the batch with groups of fresh prompts. Here each generation round is a full call of TRL's
+A prompt group whose rollouts are all right or all wrong teaches nothing: DAPO (its eq. 11;
+verl's ``filter_groups.metric=acc``) drops a group when its accuracy is 0 or 1 and fills the
+batch with groups of fresh prompts. The filter reads the correctness reward alone
+(``FILTER_REWARD``, TRL's per-function rewards before weighting), not the weighted total: the
+format term and the overlong penalty make a group's totals differ while every answer in it
+is wrong, and such a group would be kept. ``filter_disagreement`` counts the groups the two
+criteria decide differently (logged per step). Here each generation round is a full call of TRL's
 ``_generate_and_score_completions`` (so old/ref log-probs and advantages come from TRL's own
 code), and the kept groups of all rounds are merged into one batch by ``merge_scored``.
 
@@ -15,6 +19,11 @@ from __future__ import annotations
 from typing import Sequence
 
 import torch
+
+from sagc.rewards import correctness_reward
+
+#: The reward function DAPO's filter reads, by the name TRL gives it (the callable's name).
+FILTER_REWARD = correctness_reward.__name__
 
 #: Per-row tensors of TRL's scored batch, and how to pad them to a common width.
 _LEFT_PADDED = ("prompt_ids", "prompt_mask")
@@ -42,6 +51,12 @@ def informative_groups(rewards: torch.Tensor, group_size: int, atol: float = 1e-
     hi = torch.where(torch.isnan(grouped), torch.full_like(grouped, -torch.inf), grouped).max(dim=1).values
     lo = torch.where(torch.isnan(grouped), torch.full_like(grouped, torch.inf), grouped).min(dim=1).values
     return (hi - lo) > atol
+
+
+def filter_disagreement(total: torch.Tensor, correct: torch.Tensor, group_size: int) -> int:
+    """Groups kept by one criterion and dropped by the other: informative by the total reward
+    but not by correctness, or the reverse."""
+    return int((informative_groups(total, group_size) != informative_groups(correct, group_size)).sum())
 
 
 def _pad_to(t: torch.Tensor, width: int, value, left: bool) -> torch.Tensor:

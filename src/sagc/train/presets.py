@@ -26,8 +26,8 @@ DAPO (arXiv 2503.14476):
   ``overlong_buffer`` = 20% of ``max_completion_length`` (DAPO: 4096 of 20480) and weight
   ``overlong_weight=1.0``.
 - ``beta=0.0`` (no KL), ``scale_rewards="group"``.
-- dynamic sampling (``dynamic_sampling=True``): groups whose rewards are all equal carry no
-  gradient; they are dropped and refilled with fresh prompts, for at most
+- dynamic sampling (``dynamic_sampling=True``): groups whose correctness rewards are all equal (accuracy
+  0 or 1) carry no gradient (DAPO's filter); they are dropped and refilled with fresh prompts, for at most
   ``ds_max_rounds=3`` extra generation rounds per step (DAPO caps the generation batches
   too). Implemented by ``SAGCGRPOTrainer``; TRL has no dynamic sampling.
 

@@ -88,15 +88,20 @@ class StepInProgress:
     length_groups: list = field(default_factory=list)
     truncated: list = field(default_factory=list)
     rewards: list = field(default_factory=list)  # one tensor per generation round
+    # Per generation round the slowest rank's seconds, summed over the step's rounds.
     gen_seconds: float = 0.0
     sync_seconds: float = 0.0
     post_seconds: float = 0.0
+    wait_seconds: float = 0.0  # the longest wait of a rank for the others after generating
+    wake_seconds: float | None = None  # vLLM sleep mode's wake and sleep (None: no such engine)
+    refill_sync_seconds: float = 0.0  # the part of sync_seconds spent in refill rounds
     calls: list = field(default_factory=list)
     train_padded_tokens: int = 0
     ds_rounds: int = 0
     ds_dropped: int = 0
     ds_filled: int = 0
     ds_seconds: float = 0.0
+    ds_disagree: int = 0  # groups kept by correctness xor by the total reward
     n_prompts: int = 0
     n_rollouts: int = 0
     prompt_ids: list = field(default_factory=list)  # dataset index per length group, refills included
@@ -124,8 +129,10 @@ class StepInProgress:
             prompts=self.n_prompts, rollouts=self.n_rollouts,
             prompt_ids=[int(i) for i in self.prompt_ids], long_round=bool(self.long_round),
             ds_rounds=self.ds_rounds, ds_dropped=self.ds_dropped, ds_filled=self.ds_filled,
-            ds_seconds=self.ds_seconds, dynamic_sampling=dynamic_sampling,
-            rollout_s=self.gen_seconds, sync_s=self.sync_seconds, post_s=self.post_seconds, step_s=step_s, cpu_s=cpu_s,
+            ds_seconds=self.ds_seconds, ds_disagree=self.ds_disagree, dynamic_sampling=dynamic_sampling,
+            rollout_s=self.gen_seconds, sync_s=self.sync_seconds, post_s=self.post_seconds,
+            gather_wait_s=self.wait_seconds, vllm_wake_s=self.wake_seconds,
+            refill_sync_s=self.refill_sync_seconds, step_s=step_s, cpu_s=cpu_s,
             wallclock_s=wallclock_s, cpu_total_s=cpu_total_s,
             losses=[float(x) for x in self.update_losses], trl_metrics=trl,
         )  # fmt: skip
@@ -156,10 +163,14 @@ class StepResult:
     ds_dropped: int
     ds_filled: int
     ds_seconds: float
+    ds_disagree: int
     dynamic_sampling: bool
     rollout_s: float  # generation alone (sagc.metrics.ROLLOUT_SECONDS)
     sync_s: float
     post_s: float  # sagc.metrics.POSTPROCESS_SECONDS
+    gather_wait_s: float
+    vllm_wake_s: float | None
+    refill_sync_s: float
     step_s: float
     cpu_s: float
     wallclock_s: float
@@ -186,7 +197,10 @@ class StepResult:
             M.ROLLOUT_SECONDS: self.rollout_s,
             M.WEIGHT_SYNC_SECONDS: self.sync_s,
             M.POSTPROCESS_SECONDS: self.post_s,
+            M.GATHER_WAIT_SECONDS: self.gather_wait_s,
+            M.REFILL_SYNC_SECONDS: self.refill_sync_s,
             M.STEP_SECONDS: self.step_s,
+            M.STEP_NO_REFILL_SYNC_SECONDS: self.step_s - self.refill_sync_s,
             M.WALLCLOCK_SECONDS: self.wallclock_s,
             M.CPU_SECONDS: self.cpu_s,
             M.CPU_TOTAL_SECONDS: self.cpu_total_s,
@@ -205,6 +219,8 @@ class StepResult:
             M.LOSS: float(np.mean(self.losses)) if self.losses else math.nan,
         }
         row.update({M.COST[name]: value for name, value in self.costs.items()})
+        if self.vllm_wake_s is not None:
+            row[M.VLLM_WAKE_SECONDS] = self.vllm_wake_s
         if self.lambda_ is not None:
             row[M.LAMBDA] = self.lambda_
             for g, m in self.posterior_mean.items():
@@ -213,6 +229,7 @@ class StepResult:
             row[M.DS_ROUNDS] = self.ds_rounds
             row[M.DS_DROPPED_GROUPS] = self.ds_dropped
             row[M.DS_SECONDS] = self.ds_seconds
+            row[M.DS_FILTER_DISAGREE] = self.ds_disagree
         for k, v in self.trl_metrics.items():
             row[TRL_METRIC_PREFIX + k] = v
         return row

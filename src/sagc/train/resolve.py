@@ -37,7 +37,8 @@ Layout = Callable[..., StepShapes]
 
 
 class MemoryPlan(Section):
-    """The estimated peak of one of the cell's processes on its card (``sagc.pipeline.memory``)."""
+    """The estimated peak of one of the cell's processes on its card in each phase of a step
+    (``sagc.pipeline.memory``)."""
 
     section_key: ClassVar[str] = "resolved.memory"
     card_gib: float
@@ -45,6 +46,7 @@ class MemoryPlan(Section):
     tokens_per_row: int
     loss_pass_gib: float
     generating_gib: float
+    scoring_gib: float
     vllm_share: float
 
 

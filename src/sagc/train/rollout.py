@@ -37,7 +37,9 @@ would keep the kernel packed at load, so its kernel is rebuilt from the synced w
 **Sleep mode** (``device.vllm_sleep_mode``, GPUs only): TRL puts the colocated engine to sleep
 after each generation (weights and KV cache freed) and wakes it before the next; the weights
 are pushed again then, which ``timed_weight_sync`` does and times, also for a DAPO refill round
-inside a step. Waking the KV cache happens inside TRL's generation call and counts as rollout.
+inside a step (the trainer logs the refill rounds' pushes apart). Inside its generation call
+TRL wakes the KV cache before generating and puts the engine to sleep after;
+``SleepModeTimer`` times those two calls, and the trainer takes them out of the rollout time.
 
 **Importance sampling.** ``record_importance_sampling`` logs the fraction of the
 correction's units (tokens, or rows for the sequence modes) that the mode masked (ratio set
@@ -59,6 +61,7 @@ Metric names (TRL's own metric dict; the step row reports them under ``trl/``):
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from typing import Any, Sequence
@@ -205,6 +208,37 @@ def record_kv_use(trainer: Any, prompt_ids: Sequence[Sequence[int]], completion_
     metrics[KV_PEAK_METRIC].append(float(peak))
     metrics[KV_CAPACITY_METRIC].append(float(capacity))
     metrics[KV_BOUND_METRIC].append(float(peak > capacity))
+
+
+class SleepModeTimer:
+    """Seconds a colocated vLLM engine spends in ``wake_up`` and ``sleep`` (sleep mode; TRL 1.16
+    calls ``llm.wake_up(tags=["kv_cache"])`` before and ``llm.sleep(level=2)`` after every
+    generation, inside ``VLLMGeneration.generate``). Wraps the engine's two methods; the
+    caller reads ``seconds`` before and after a generation call."""
+
+    def __init__(self, llm: Any) -> None:
+        self.seconds = 0.0
+        for name in ("wake_up", "sleep"):
+            setattr(llm, name, self._timed(getattr(llm, name)))
+
+    def _timed(self, method):
+        @functools.wraps(method)
+        def timed(*args, **kwargs):
+            t0 = time.perf_counter()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                self.seconds += time.perf_counter() - t0
+
+        return timed
+
+
+def sleep_mode_timer(trainer: Any) -> SleepModeTimer | None:
+    """A ``SleepModeTimer`` on the trainer's engine when it runs colocated in sleep mode."""
+    gen = getattr(trainer, "vllm_generation", None)
+    if not trainer.use_vllm or gen is None or gen.mode != "colocate" or not gen.enable_sleep_mode:
+        return None
+    return SleepModeTimer(gen.llm)
 
 
 def timed_weight_sync(trainer: Any) -> float:

@@ -16,6 +16,8 @@ Under ``accelerate launch`` (``launch.processes`` > 1) every rank runs this; ran
 touches the output folder, W&B and done.json, the others wait for it. On SIGTERM or
 SIGUSR1 (the scheduler's warning before a time limit) the step that is running finishes,
 a checkpoint is saved and the process exits with ``PREEMPTED_EXIT``; the rerun resumes.
+No rank exits before rank 0 has completed the checkpoint (``checkpoint_complete``): on
+several nodes ``srun --kill-on-bad-exit`` ends the whole job when the first task exits 75.
 
 Outputs: ``final/``, ``checkpoints/checkpoint-<update>/`` (TRL's + ``sagc_state.json``; the
 number is TRL's optimizer step = step x updates_per_rollout), the W&B run under
@@ -39,7 +41,7 @@ from sagc.ports import free_port
 from sagc.prompts import PromptStream
 from sagc.tokenizers import save_tokenizer
 from sagc.trace import write_trace
-from sagc.train.checkpoint import config_fingerprint, resume_point
+from sagc.train.checkpoint import checkpoint_complete, config_fingerprint, resume_point
 from sagc.train.config import TrainConfig, load_config
 from sagc.train.data import check_model_source, load_prompts, load_tokenizer
 
@@ -282,6 +284,7 @@ def run_cell(cfg: TrainConfig, *, callbacks: list | None = None, trainer_cls: ty
     except Preempted:
         if logger is not None:
             logger.finish(exit_code=PREEMPTED_EXIT)
+        checkpoint_complete(trainer)
         raise
     except BaseException:
         if logger is not None:

@@ -20,12 +20,22 @@ What changes against TRL 1.16 (and why; see docs/library-notes.md):
   number of micro-batches, so their size grows with G. ``compute_loss`` runs a micro-batch
   larger than ``micro_batch_rows`` as passes of that many rows, each weighted as its share
   of the micro-batch's loss and back-propagated in turn (gradients reduced across ranks
-  once, on the last), so every step trains in passes of the same size whatever its G and
-  the gradient is the micro-batch's.
-* **Dynamic sampling** (DAPO): groups whose rewards are all equal are dropped and refilled
-  with fresh prompts for at most ``ds_max_rounds`` extra rounds (see dynamic_sampling.py).
-  If the cap is hit, the batch is completed with dropped groups (zero advantage, so no
-  policy gradient) to keep exactly P x G rows; their count is in ``history``.
+  once, on the last: ``held_gradient_sync``), so every step trains in passes of the same size
+  whatever its G and the gradient is the micro-batch's. Not under DeepSpeed ZeRO 2/3, whose
+  ``backward`` steps the engine itself: the cell config refuses that combination. The
+  no-grad scoring passes (old and reference log-probs) run in chunks of the same rows
+  (TRL's chunk is ``per_device_train_batch_size``, a whole micro-batch at G_max), so the
+  memory plan's one layout covers every pass of a step.
+* **Dynamic sampling** (DAPO): groups whose correctness rewards are all equal (accuracy 0 or
+  1) are dropped and refilled with fresh prompts for at most ``ds_max_rounds`` extra rounds
+  (see dynamic_sampling.py).
+  If the cap is hit, the batch is completed with dropped groups, their advantages set to
+  zero (no policy gradient; the format and overlong terms alone would give them one), to
+  keep exactly P x G rows; their count is in ``history``.
+* **Times of a synchronous step** (``sagc.metrics``, ``time/*``): per generation round the
+  slowest rank's, summed over rounds; generation alone in ``rollout_s``, the vLLM weight
+  push, sleep mode's wake and sleep, the wait for the slowest rank and the CPU work around
+  generation each apart.
 * **No silent drops.** Every layout is checked at construction for every candidate G, and
   each step asserts its row count before TRL's ``split_tensor_dict`` (which would drop a
   remainder).
@@ -62,6 +72,7 @@ tests).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import time
@@ -81,7 +92,7 @@ from sagc import metrics as M
 from sagc.prompts import PromptStream
 from sagc.train import distributed, rollout
 from sagc.train.checkpoint import read_state, write_state
-from sagc.train.dynamic_sampling import informative_groups, merge_scored
+from sagc.train.dynamic_sampling import FILTER_REWARD, filter_disagreement, informative_groups, merge_scored
 from sagc.train.presets import StepShapes, lay_out, updates_per_rollout
 from sagc.train.records import GenerateCall, StepInProgress, StepResult
 from sagc.train.stops import Stops, split_stops
@@ -224,6 +235,14 @@ class SAGCGRPOTrainer(GRPOTrainer):
             **kwargs,
         )
         self.rank, self.n_processes = distributed.world()
+        if sagc_args.dynamic_sampling and FILTER_REWARD not in self.reward_func_names:
+            raise ValueError(f"dynamic sampling drops the groups whose correctness is all 0 or all 1 (DAPO), read "
+                             f"from the reward function {FILTER_REWARD!r}, which is not among the trainer's "
+                             f"reward functions {self.reward_func_names}: add the correctness reward")
+        #: the column of TRL's per-function rewards that DAPO's filter reads
+        self._filter_column = (self.reward_func_names.index(FILTER_REWARD) if sagc_args.dynamic_sampling else None)
+        self._filter_values: torch.Tensor | None = None
+        self._sleep_timer = rollout.sleep_mode_timer(self)  # vLLM sleep mode's wake and sleep
         if self.n_processes > 1 or (args.use_vllm and args.vllm_mode == "colocate"):
             # TRL seeds every colocated engine with process_index // tp (0 for one process),
             # and vLLM's worker setup reseeds torch's global RNG with it; in colocate mode the
@@ -311,8 +330,9 @@ class SAGCGRPOTrainer(GRPOTrainer):
         return loss
 
     def _generate(self, prompts: list):
-        # Set by _generate_single_turn: the weight sync to vLLM and the generation itself.
-        self._sync_seconds = self._gen_seconds = 0.0
+        # Set by _generate_single_turn: the weight sync to vLLM, the generation itself, sleep
+        # mode's wake and sleep, the wait for the other ranks.
+        self._sync_seconds = self._gen_seconds = self._wake_seconds = self._wait_seconds = 0.0
         t0 = time.perf_counter()
         result = super()._generate(prompts)
         dt = time.perf_counter() - t0
@@ -331,11 +351,19 @@ class SAGCGRPOTrainer(GRPOTrainer):
             cur.length_groups.extend(lengths[i : i + g] for i in range(0, len(lengths), g))
             cur.truncated.extend(trunc)
             cur.calls.append(GenerateCall.of_lengths(prompt_lengths, lengths))
-            # Rollout time is generation alone: the weight sync to vLLM and the CPU work
-            # around it (tokenizing, stop trimming, decoding) are logged apart.
-            cur.gen_seconds += self._gen_seconds
-            cur.sync_seconds += self._sync_seconds
-            cur.post_seconds += dt - self._gen_seconds - self._sync_seconds
+            # Rollout time is generation alone: the weight sync to vLLM, sleep mode's wake and
+            # sleep, the wait for the slowest rank and the CPU work around generation
+            # (tokenizing, stop trimming, decoding) are logged apart. This round ends when its
+            # slowest rank ends: its times are the slowest rank's, added to the step's.
+            post = dt - self._gen_seconds - self._sync_seconds - self._wake_seconds - self._wait_seconds
+            gen, sync, post, wait, wake = distributed.slowest(self._gen_seconds, self._sync_seconds, post,
+                                                              self._wait_seconds, self._wake_seconds)
+            cur.gen_seconds += gen
+            cur.sync_seconds += sync
+            cur.post_seconds += post
+            cur.wait_seconds += wait
+            if self._sleep_timer is not None:
+                cur.wake_seconds = (cur.wake_seconds or 0.0) + wake
         return result
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
@@ -345,27 +373,39 @@ class SAGCGRPOTrainer(GRPOTrainer):
             total = (rewards_per_func * w.unsqueeze(0)).nansum(dim=1)
             total[torch.isnan(rewards_per_func).all(dim=1)] = torch.nan
             self._current.rewards.append(total.detach().cpu())
+            if self._filter_column is not None:  # every rank's rows: TRL gathered them
+                self._filter_values = rewards_per_func[:, self._filter_column].detach().cpu()
         return rewards_per_func
 
-    def _score_round(self, n_prompts: int, group_size: int) -> tuple[dict, torch.Tensor]:
-        """One generation round: this rank's scored rows, and every rank's rewards (TRL
-        gathers them to compute group advantages)."""
+    def _score_round(self, n_prompts: int, group_size: int) -> tuple[dict, torch.Tensor, torch.Tensor | None]:
+        """One generation round: this rank's scored rows, and every rank's total rewards and
+        correctness rewards (TRL gathers them to compute group advantages; the correctness
+        ones only with dynamic sampling, whose filter reads them)."""
         rows = self._draw_rows(n_prompts, group_size)
         n_before = len(self._current.rewards)
+        self._filter_values = None
         scored = super()._generate_and_score_completions(rows)
         if len(self._current.rewards) != n_before + 1:
             raise RuntimeError("expected exactly one reward computation per generation round")
-        return scored, self._current.rewards[-1]
+        return scored, self._current.rewards[-1], self._filter_values
 
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
         # Here, not in _generate: TRL decodes, scores and tests truncation inside _generate.
         self._sync_seconds = rollout.timed_weight_sync(self)
+        timer = self._sleep_timer
+        woken = timer.seconds if timer is not None else 0.0
         t0 = time.perf_counter()
         ids, logprobs = super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations,
                                                       has_tool_images)
-        self._gen_seconds = time.perf_counter() - t0
+        self._wake_seconds = timer.seconds - woken if timer is not None else 0.0
+        self._gen_seconds = time.perf_counter() - t0 - self._wake_seconds
         rollout.record_kv_use(self, prompt_ids, ids)  # vLLM: the call's KV need against the cache
-        return rollout.trim_rollouts(self, ids, logprobs, self._stop_texts)
+        trimmed = rollout.trim_rollouts(self, ids, logprobs, self._stop_texts)
+        if self.model.training and self._current is not None:
+            # TRL's first gather (in _generate) is where a rank that is done waits for the
+            # slowest one: wait here instead, timed, so the wait is not post-processing.
+            self._wait_seconds = distributed.wait_for_all()
+        return trimmed
 
     def _generate_and_score_completions(self, inputs):
         if not self.model.training:
@@ -378,9 +418,9 @@ class SAGCGRPOTrainer(GRPOTrainer):
         self.num_generations = g
         cur = self._current = StepInProgress(step=self.step + 1, group_size=g)
 
-        scored, rewards = self._score_round(p, g)
+        scored, rewards, correct = self._score_round(p, g)
         if self.sagc_args.dynamic_sampling:
-            scored = self._dynamic_sampling(scored, rewards, p, g)
+            scored = self._dynamic_sampling(scored, rewards, correct, p, g)
         n_rows = int(scored["advantages"].shape[0])  # this rank's
         if n_rows * self.n_processes != p * g or n_rows % self.args.steps_per_generation:
             raise RuntimeError(
@@ -399,25 +439,29 @@ class SAGCGRPOTrainer(GRPOTrainer):
         rollout.record_importance_sampling(self, scored)
         return scored
 
-    def _dynamic_sampling(self, scored: dict, rewards: torch.Tensor, p: int, g: int) -> dict:
+    def _dynamic_sampling(self, scored: dict, rewards: torch.Tensor, correct: torch.Tensor, p: int, g: int) -> dict:
         """Keep the informative groups of every round until P are kept; ``scored`` is this
-        rank's rows, ``rewards`` every rank's. The selection runs on every rank's rows
-        (gathered; the same on every rank) and each rank keeps its share of the result."""
+        rank's rows, ``rewards`` and ``correct`` every rank's total and correctness rewards
+        (the filter reads the latter). The selection runs on every rank's rows (gathered; the
+        same on every rank) and each rank keeps its share of the result."""
         cur = self._current
         pad = self._tokenizer.pad_token_id
         whole = distributed.gather_scored(scored, pad)
-        keep = informative_groups(rewards, g)
+        keep = informative_groups(correct, g)
+        cur.ds_disagree = filter_disagreement(rewards, correct, g)
         parts, spare = [(whole, _rows(keep, g))], [(whole, _rows(~keep, g))]
         kept, cur.ds_dropped = int(keep.sum()), int((~keep).sum())
         unit = distributed.refill_unit(g, self.n_processes)
         while kept < p and cur.ds_rounds < self.sagc_args.ds_max_rounds:
             cur.ds_rounds += 1
-            gen_before = cur.gen_seconds
+            gen_before, sync_before = cur.gen_seconds, cur.sync_seconds
             need = p - kept
-            out, r = self._score_round(-(-need // unit) * unit, g)
+            out, r, c = self._score_round(-(-need // unit) * unit, g)
             cur.ds_seconds += cur.gen_seconds - gen_before
+            cur.refill_sync_seconds += cur.sync_seconds - sync_before
+            cur.ds_disagree += filter_disagreement(r, c, g)
             out = distributed.gather_scored(out, pad)
-            informative = informative_groups(r, g)
+            informative = informative_groups(c, g)
             # A round rounded up to whole shards may hold more informative groups than needed.
             keep = informative & (torch.cumsum(informative.long(), 0) <= need)
             parts.append((out, _rows(keep, g)))
@@ -425,13 +469,15 @@ class SAGCGRPOTrainer(GRPOTrainer):
             kept += int(keep.sum())
             cur.ds_dropped += int((~informative).sum())
         if kept < p:
-            # Cap reached: complete the batch with dropped groups (zero advantage) so the
-            # step keeps P x G rows and every split divides; most recent rounds first.
+            # Cap reached: complete the batch with dropped groups so the step keeps P x G
+            # rows and every split divides; most recent rounds first. Their advantages are
+            # zeroed: a group of equal accuracy may still differ in its format or overlong
+            # terms, and it was dropped for teaching nothing.
             need = p - kept
             for out, idx in reversed(spare):
                 take = idx[: min(need, idx.numel() // g) * g]
                 if take.numel():
-                    parts.append((out, take))
+                    parts.append(({**out, "advantages": torch.zeros_like(out["advantages"])}, take))
                     need -= take.numel() // g
                 if need == 0:
                     break
@@ -442,6 +488,16 @@ class SAGCGRPOTrainer(GRPOTrainer):
         return distributed.shard_scored(merge_scored(parts, pad_token_id=pad))
 
     # -- the loss pass ------------------------------------------------------------------
+
+    def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep,
+                                           batch_size=None, **kwargs):
+        # TRL's scoring passes (no grad) ask for chunks of per_device_train_batch_size rows;
+        # run them in chunks of the loss pass's rows. The loss pass itself asks for no chunks.
+        cap = self.sagc_args.micro_batch_rows
+        if batch_size is not None and cap is not None:
+            batch_size = min(batch_size, cap)
+        return super()._get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep,
+                                                          batch_size=batch_size, **kwargs)
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         rows = int(inputs["completion_ids"].shape[0])
@@ -456,7 +512,7 @@ class SAGCGRPOTrainer(GRPOTrainer):
             if k == len(passes) - 1:  # the Trainer back-propagates this one (and syncs)
                 loss = super().compute_loss(model, chunk, return_outputs, num_items_in_batch) * weights[k]
                 return loss + earlier
-            with self.accelerator.no_sync(model):
+            with held_gradient_sync(self.accelerator, model):
                 loss = super().compute_loss(model, chunk, return_outputs, num_items_in_batch) * weights[k]
                 self.accelerator.backward(loss)
             earlier = loss.detach() if earlier is None else earlier + loss.detach()
@@ -492,10 +548,9 @@ class SAGCGRPOTrainer(GRPOTrainer):
 
     def _finish_step(self) -> None:
         cur = self._current
-        # Wall times are the slowest rank's (a synchronous step waits for it); CPU time is summed.
-        step_s, cur.gen_seconds, cur.sync_seconds, cur.post_seconds, cur.ds_seconds = distributed.slowest(
-            time.perf_counter() - self._step_t0, cur.gen_seconds, cur.sync_seconds, cur.post_seconds,
-            cur.ds_seconds)
+        # The step's wall time is the slowest rank's (a synchronous step waits for it; the
+        # rollout's parts were taken per round, in _generate); CPU time is summed.
+        (step_s,) = distributed.slowest(time.perf_counter() - self._step_t0)
         (cpu_s,) = distributed.total(time.process_time() - self._step_cpu0)
         # Each rank's loss is its rows' share of the step's loss: the step's is their mean.
         cur.update_losses = [x / self.n_processes for x in distributed.total(*cur.update_losses)]
@@ -569,6 +624,21 @@ class SAGCGRPOTrainer(GRPOTrainer):
 _ROW_MEAN_LOSSES = ("grpo", "sapo", "dr_grpo", "luspo")
 _TOKEN_MEAN_LOSSES = ("bnpo",)
 _GLOBAL_LOSSES = ("dapo", "cispo", "vespo")
+
+
+@contextlib.contextmanager
+def held_gradient_sync(accelerator, model):
+    """Hold back the cross-rank gradient reduction of a loss pass that is not its micro-step's
+    last. On a micro-step that does not end an accumulation (``sync_gradients`` false) the
+    Trainer already holds it with its own ``no_sync``, and nesting another would undo that:
+    accelerate's ``no_sync`` under FSDP2 sets gradient sync back to on at exit instead of
+    restoring it, so the micro-step's last pass would reduce. Only on the micro-step that
+    ends the accumulation (the Trainer's context is then empty) is ``no_sync`` entered here."""
+    if not accelerator.sync_gradients:
+        yield
+        return
+    with accelerator.no_sync(model):
+        yield
 
 
 def _pass_weights(loss_type: str, inputs: dict, passes: list[slice]) -> list[float]:

@@ -39,13 +39,21 @@ HOOKS: tuple[Hook, ...] = (
          "wrapped: raw completion lengths (EOS-trimmed, truncated rows at the cap), truncation and "
          "the generate calls of each round; returns (prompt_ids, completion_ids, ...)"),
     Hook("_generate_single_turn", ("prompt_ids", "images", "multimodal_fields", "num_generations", "has_tool_images"),
-         "wrapped: the vLLM weight sync and the stop trimming are timed apart from generation; "
-         "returns (completion_ids, logprobs, ...)"),
+         "wrapped: the vLLM weight sync, sleep mode's wake and sleep, the stop trimming and the "
+         "wait for the other ranks are timed apart from generation; returns (completion_ids, logprobs, ...)"),
     Hook("compute_loss", ("model", "inputs", "return_outputs", "num_items_in_batch"),
          "wrapped: a micro-batch larger than micro_batch_rows runs as passes of that many rows "
          "(each weighted as its share of the loss; the earlier ones back-propagated here)"),
+    Hook("_get_per_token_logps_and_entropies",
+         ("model", "input_ids", "attention_mask", "logits_to_keep", "batch_size", "compute_entropy",
+          "compute_aux_loss", "pixel_values", "image_grid_thw", "num_images", "pixel_attention_mask",
+          "spatial_shapes", "num_tiles", "image_sizes", "token_type_ids", "mm_token_type_ids",
+          "image_position_ids"),
+         "wrapped: the no-grad scoring passes (old and reference log-probs, chunks of batch_size = "
+         "per_device_train_batch_size) run in chunks of micro_batch_rows, the loss pass's rows"),
     Hook("_calculate_rewards", ("inputs", "prompts", "completions", "completion_ids_list"),
-         "wrapped: the weighted reward of each row (reward metrics, dynamic sampling's filter)"),
+         "wrapped: the weighted reward of each row (reward metrics) and the correctness column "
+         "(dynamic sampling's filter)"),
     Hook("_save_checkpoint", ("model", "trial"),
          "extended: sagc_state.json (sizer, prompt stream, step records) written last; the old "
          "checkpoints are rotated out only after it (transformers' rotate_checkpoints)"),
@@ -62,6 +70,7 @@ ATTRIBUTES: tuple[str, ...] = (
     "_tokenizer",
     "eos_token_ids",
     "reward_weights",
+    "reward_func_names",  # dynamic sampling's filter finds the correctness reward by its name
     "use_vllm",
     "vllm_generation",  # weight sync before a vLLM rollout; its generation_kwargs get stop_token_ids
     "generation_config",  # HF generate: the EOS list gets the stops that are special tokens
@@ -81,6 +90,7 @@ VLLM_GENERATION_METHODS: tuple[str, ...] = (
 #: Instance attributes of TRL's ``VLLMGeneration`` that ``sagc.train.rollout`` reads.
 VLLM_GENERATION_ATTRIBUTES: tuple[str, ...] = (
     "_llm_weights_sleeping",  # sleep mode: the engine discarded its weights (timed_weight_sync re-pushes them)
+    "enable_sleep_mode",  # sleep mode: the engine's wake_up / sleep are timed apart (SleepModeTimer)
 )
 
 
