@@ -128,6 +128,11 @@ POLICIES: dict[str, Policy] = {
         # imports the controller: named, not imported).
         Policy("sagc-prompt", block="sagc_prompt", config="sagc.prompt_aware.config:PromptSAGCConfig",
                build="sagc.prompt_aware.policy:build_prompt_sagc", inherits="sagc"),
+        # Rule-based baselines (sagc.controller.rules): SAGC's candidates, tau and delta.
+        Policy("aimd", block="aimd", config="sagc.controller.rules:AIMDConfig",
+               build="sagc.controller.rules:AIMDRule", inherits="sagc"),
+        Policy("threshold", block="threshold", config="sagc.controller.rules:ThresholdConfig",
+               build="sagc.controller.rules:ThresholdRule", inherits="sagc"),
     )
 }
 

@@ -21,7 +21,7 @@ from sagc.config_models import Expect, Flag, NonNegativeInt, Number, OneOf, Posi
 from sagc.controller import SAGCConfig, fixed_group_size, parse_sizing
 
 DECODE_BATCHING = ("continuous", "static")
-LENGTH_SOURCES = ("parametric", "replay")
+LENGTH_SOURCES = ("parametric", "replay", "real_run")
 UPSAMPLE = ("group", "step")
 
 
@@ -101,6 +101,52 @@ class ParametricLengthConfig(Section):
         return self
 
 
+class RealRunLengthConfig(Section):
+    """Stationary lengths with the tail of a real DAPO run (``sagc.lengths.REAL_RUN_TAIL``).
+
+    Per prompt p and completion j, ``L = scale * exp(prompt_sigma * z_p + c_pj + sigma * z_pj)``
+    with the component ``c_pj`` a short answer (``ln short_scale``, probability
+    ``short_prob``), a runaway (``ln long_scale``, probability ``long_prob``) or the body
+    (0): a mixture of three log-normals of one shape. A single log-normal with the run's
+    within-prompt sd of log length (0.85) puts about twice the run's share above 2.5x the
+    group median (12 % vs 6.2 %) and a straggler in 83 % of groups of 8 (vs 60 %); here the
+    body is narrower (0.50), the short answers carry the rest of the spread below the median
+    and the runaways the tail above it. Rounded to whole tokens and clipped to
+    ``[min_tokens, max_tokens]`` (``max_tokens``: the generation cap).
+
+    Defaults: fitted by Nelder-Mead on 20,000 groups of 8 to the tail table and the run's
+    p99 / median (2,711 / 466; docs/history/2026-12-03-real-run-lengths.md); the rows it
+    matches and the one it misses are stated and checked in
+    ``tests/simulate/test_real_run.py``. ``scale`` 767 tokens is the log-normal scale of a
+    real math RL workload (the run's own median is 466; only the cap and the absolute costs
+    depend on it, not a ratio); ``max_tokens`` 16,384 lies above the run's longest
+    completion (10,112) and truncates ~0.003 % of completions.
+    """
+
+    section_key = "lengths"
+    scale: Number(gt=0.0) = Field(767.0, description="median of the body, tokens")
+    sigma: Number(ge=0.0) = Field(0.50, description="sd of log length of one prompt's completions, per component")
+    prompt_sigma: Number(ge=0.0) = Field(0.24, description="sd of the prompts' log scales")
+    short_prob: Number(ge=0.0, le=1.0) = 0.05
+    short_scale: Number(gt=0.0) = Field(0.06, description="a short answer's scale, a multiple of the body's")
+    long_prob: Number(ge=0.0, le=1.0) = 0.04
+    long_scale: Number(gt=0.0) = Field(3.8, description="a runaway's scale, a multiple of the body's")
+    min_tokens: NonNegativeInt = 1
+    max_tokens: PositiveInt = 16384
+
+    @model_validator(mode="after")
+    def _check(self) -> "RealRunLengthConfig":
+        if self.short_prob + self.long_prob > 1.0:
+            raise ValueError(f"lengths.short_prob + lengths.long_prob must be <= 1, got "
+                             f"{self.short_prob} + {self.long_prob}")
+        if self.max_tokens < self.min_tokens:
+            raise ValueError(
+                f"lengths.max_tokens ({self.max_tokens}) must be >= lengths.min_tokens ({self.min_tokens})"
+            )
+        return self
+
+
+#: The lengths block of each source.
 class ReplayConfig(Section):
     """Replay of a recorded ``lengths.jsonl`` trace (format: ``sagc.trace``).
 
@@ -116,6 +162,10 @@ class ReplayConfig(Section):
     trace: Text = Field(description="the lengths.jsonl file to replay")
     cycle: Flag = False
     upsample: OneOf(UPSAMPLE) = "group"
+
+
+#: The lengths block of each source.
+LENGTH_CONFIGS = {"parametric": ParametricLengthConfig, "replay": ReplayConfig, "real_run": RealRunLengthConfig}
 
 
 #: A finite number, converted to float (a sweep value is only ever compared and formatted).
@@ -164,24 +214,25 @@ class SimConfig(Section):
                        Expect("a non-empty list such as [g4, g16, sagc]")] = ("g4", "g8", "g16", "sagc")
     source: OneOf(LENGTH_SOURCES) = "parametric"
     sagc: Annotated[SAGCConfig, PlainValidator(_sagc_config)] = Field(default_factory=SAGCConfig)
-    lengths: Union[ParametricLengthConfig, ReplayConfig] = Field(default_factory=ParametricLengthConfig)
+    lengths: Union[ParametricLengthConfig, ReplayConfig, RealRunLengthConfig] = Field(
+        default_factory=ParametricLengthConfig)
     throughput: ThroughputConfig = Field(default_factory=ThroughputConfig)
     sweep: Optional[SweepConfig] = None
 
     @model_validator(mode="before")
     @classmethod
     def _lengths_of_the_source(cls, d: Any) -> Any:
-        """``lengths`` is a ``ParametricLengthConfig`` or, for ``source: replay``, a ``ReplayConfig``."""
+        """``lengths`` is the block of the ``source`` (``LENGTH_CONFIGS``)."""
         if not isinstance(d, Mapping):
             return d
         source = d.get("source", "parametric")
-        want = ReplayConfig if source == "replay" else ParametricLengthConfig
+        want = LENGTH_CONFIGS.get(source, ParametricLengthConfig)  # an unknown source fails on its own key
         lengths = d.get("lengths")
         if lengths is None:
             if source == "replay":
                 raise ValueError("lengths.trace is required for source: replay")
-            return d
-        if isinstance(lengths, (ParametricLengthConfig, ReplayConfig)):
+            return {**d, "lengths": want()}
+        if isinstance(lengths, tuple(LENGTH_CONFIGS.values())):
             if not isinstance(lengths, want):
                 raise ValueError(f"lengths must be a {want.__name__} for source {source!r}")
             return d

@@ -23,9 +23,10 @@ from typing import Any, Callable
 import numpy as np
 
 from sagc.controller import FixedGroupSize, GroupSizer, SAGCConfig, fixed_group_size, make_group_sizer
+from sagc.costs import TRAIN_TOKEN_WEIGHT, step_cost
 from sagc.lengths import block_ratios
 from sagc.simulate.config import SimConfig, ThroughputConfig
-from sagc.simulate.sources import Block, ParametricLengths, ReplayLengths
+from sagc.simulate.sources import Block, ParametricLengths, RealRunLengths, ReplayLengths
 
 SECONDS_PER_HOUR = 3600.0
 
@@ -93,6 +94,17 @@ class SizingResult:
     @property
     def steps(self) -> int:
         return int(self.step_s.size)
+
+    @property
+    def decode_steps(self) -> np.ndarray:
+        """Each step's decode steps: its longest completion (``padded_tokens`` = rows x it)."""
+        return self.padded_tokens / (self.group_size * self._prompts())
+
+    def cost(self, weight: float = TRAIN_TOKEN_WEIGHT) -> np.ndarray:
+        """Each step's machine-independent cost (``sagc.costs.step_cost``): its decode steps
+        plus ``weight`` x its trained tokens (rows x the longest completion, padding
+        included, as the trainer's ``cost/train_padded_tokens`` counts the completions)."""
+        return step_cost(self.decode_steps, self.padded_tokens, weight)
 
     def summary(self) -> dict[str, float]:
         """The figures the report needs; padding efficiency is token-weighted over the run
@@ -220,8 +232,9 @@ def run_controller(sizer: GroupSizer, source, steps: int, width: int, tp: Throug
 
 def make_source(cfg: SimConfig):
     """The length source of a config and the number of steps it will run."""
-    if cfg.source == "parametric":
-        return ParametricLengths(cfg.lengths, cfg.steps, cfg.prompts_per_step, cfg.seed), cfg.steps
+    if cfg.source in ("parametric", "real_run"):
+        model = ParametricLengths if cfg.source == "parametric" else RealRunLengths
+        return model(cfg.lengths, cfg.steps, cfg.prompts_per_step, cfg.seed), cfg.steps
     src = ReplayLengths(cfg.lengths.trace, cfg.lengths, seed=cfg.seed)
     return src, src.n_steps(cfg.steps)
 

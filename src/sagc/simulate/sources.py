@@ -19,7 +19,7 @@ from typing import Iterator, Sequence, Union
 
 import numpy as np
 
-from sagc.simulate.config import ParametricLengthConfig, ReplayConfig
+from sagc.simulate.config import ParametricLengthConfig, RealRunLengthConfig, ReplayConfig
 from sagc.trace import TraceStep, read_trace
 
 Block = Union[np.ndarray, list]
@@ -95,6 +95,37 @@ class ParametricLengths:
                 v = np.minimum(u[in_tail].astype(float) / q[in_tail], 1.0 - 1e-12)
                 col[in_tail] = tail_base[in_tail] * (1.0 - v) ** inv_alpha
             out[:, :, j] = col
+        np.rint(out, out=out)
+        np.clip(out, cfg.min_tokens, cfg.max_tokens, out=out)
+        return out
+
+
+class RealRunLengths(ParametricLengths):
+    """Lengths from ``RealRunLengthConfig``: a stationary three-component log-normal
+    mixture with the tail of a real DAPO run (see the config's docstring).
+
+    Streams as ``ParametricLengths``' (one per block and column, one for the prompt
+    scales), so a pool of width 16 starts with exactly the pool of width 8.
+    """
+
+    cfg: RealRunLengthConfig
+
+    def block(self, b: int, width: int) -> np.ndarray:
+        cfg = self.cfg
+        n = min(BLOCK_STEPS, self.total_steps - b * BLOCK_STEPS)
+        if n <= 0:
+            raise ValueError(f"block {b} is past the last step ({self.total_steps})")
+        prompt_rng = np.random.default_rng(np.random.SeedSequence([self.seed, b, _PROMPT_STREAM]))
+        log_scale = math.log(cfg.scale) + cfg.prompt_sigma * prompt_rng.standard_normal((n, self.prompts))
+        short, long = math.log(cfg.short_scale), math.log(cfg.long_scale)
+        out = np.empty((n, self.prompts, width))
+        for j in range(width):
+            rng = np.random.default_rng(np.random.SeedSequence([self.seed, b, j]))
+            z = rng.standard_normal((n, self.prompts))
+            u = rng.random((n, self.prompts))
+            component = np.where(u < cfg.short_prob, short, np.where(u < cfg.short_prob + cfg.long_prob, long, 0.0))
+            out[:, :, j] = log_scale + component + cfg.sigma * z
+        np.exp(out, out=out)
         np.rint(out, out=out)
         np.clip(out, cfg.min_tokens, cfg.max_tokens, out=out)
         return out

@@ -14,7 +14,12 @@ Worlds (``prompts`` prompts per step; straggler risks p(G) measured at tau = 2.5
   best is G = 4;
 - ``drift``: lengths triple over the run and runaways grow from none to 3% of rollouts,
   so the feasible G falls from 16 to 4 within the run;
+- ``real``: the tail of a real DAPO run (``source: real_run``, ``RealRunLengthConfig``): even
+  G = 4 straggles in most steps;
 - ``replay:<name>``: a recorded ``lengths.jsonl`` (one per path given), resampled per seed.
+
+Controllers: the SAGC variants (``VARIANTS``) and the rule-based baselines (``RULES``:
+``aimd``, ``threshold``, ``sagc.controller.rules``), with the blocks a grid gives them.
 
 Metrics per controller (each run, then mean and 95% t-interval over seeds):
 
@@ -26,7 +31,17 @@ Metrics per controller (each run, then mean and 95% t-interval over seeds):
   pool is <= delta, or the smallest candidate if none is): positive = fewer samples than the
   best feasible static choice, negative = more (usually by overspending the budget);
 - ``violation``: max(0, straggler rate - delta) over the run;
-- ``straggler_rate``, ``second_half_rate`` (steps after the first half), ``mean_group_size``.
+- ``straggler_rate``, ``second_half_rate`` (steps after the first half), ``mean_group_size``;
+- costs against the largest candidate G on the same pool: ``decode_ratio`` (decode steps:
+  each step's longest completion) and ``cost_ratio`` (``sagc.costs.step_cost``: decode steps
+  plus the trained tokens, rows x the longest completion, at ``TRAIN_TOKEN_WEIGHT``); the
+  summary adds each one's ``*_share``: the share of the ceiling's saving it reaches (the
+  ceiling: always the smallest G), a ratio of means over seeds;
+- ``utility`` (mean log2 G, SAGC's objective) and ``utility_regret``: the utility of the
+  oracle static mix minus the controller's. The oracle (row ``oracle-mix``) is the best
+  randomised mix of fixed G's whose realised straggler rate on this seed's pool meets delta
+  (a linear programme over the fixed G's rates and utilities; all on the smallest G when no
+  mix meets it); its costs are the mix's expected ones.
 """
 
 from __future__ import annotations
@@ -39,8 +54,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from sagc.controller import SAGCConfig, fixed_group_size, make_group_sizer, parse_sizing
-from sagc.simulate.config import ParametricLengthConfig, ReplayConfig, SimConfig
-from sagc.simulate.engine import make_source, simulate
+from sagc.simulate.config import LENGTH_CONFIGS, ReplayConfig, SimConfig
+from sagc.simulate.engine import SizingResult, make_source, simulate
 from sagc.simulate.sources import CachedSource
 
 #: Margin over delta within which a run counts as settled (and a 16-step run must end).
@@ -49,7 +64,18 @@ SETTLE_MARGIN = 0.05
 #: The pipeline config whose controller the suite studies: the default grid's, read from it.
 GRID_CONFIG = Path(__file__).resolve().parents[3] / "configs" / "default.yaml"
 #: The keys of its ``sagc`` block the suite takes (the others: ``SAGCConfig``'s defaults).
-BASE_KEYS = ("candidates", "tau", "delta", "eta")
+BASE_KEYS = ("candidates", "tau", "eta")
+#: The budget belongs to the suite's worlds, not to the grid's: they are calibrated so that
+#: 0.3 binds (p(4), p(8), p(16) ~ 0.18, 0.34, 0.55), whatever delta the tiny world declares.
+SUITE_DELTA = 0.3
+#: The overlay that trains the rule-based baselines: their blocks are read from it.
+RULES_CONFIG = GRID_CONFIG.with_name("beyond.yaml")
+#: The rule-based baselines the suite runs beside SAGC (``sagc.controller.rules``).
+RULES = ("aimd", "threshold")
+#: The policies the suite can run (no prompt stream of their own).
+SUITE_POLICIES = ("sagc",) + RULES
+#: The name of the oracle static mix's rows.
+ORACLE = "oracle-mix"
 
 
 def base_sagc(config: str | Path = GRID_CONFIG) -> dict[str, Any]:
@@ -64,7 +90,19 @@ def base_sagc(config: str | Path = GRID_CONFIG) -> dict[str, Any]:
     missing = [k for k in BASE_KEYS if k not in block]
     if missing:
         raise ValueError(f"{path}: the sagc block lacks {missing}")
-    return {k: block[k] for k in BASE_KEYS}
+    return {**{k: block[k] for k in BASE_KEYS}, "delta": SUITE_DELTA}
+
+
+def rule_blocks(config: str | Path = RULES_CONFIG) -> dict[str, dict[str, Any]]:
+    """The rules' own blocks (``aimd``, ``threshold``) in the overlay ``config``; they take
+    candidates, tau and delta from the ``sagc`` block, as a grid cell does."""
+    import yaml
+
+    path = Path(config)
+    if not path.is_file():
+        raise ValueError(f"the rules' settings come from a pipeline config; {path} does not exist")
+    data = yaml.safe_load(path.read_text()) or {}
+    return {p: dict(data.get(p) or {}) for p in RULES}
 
 
 #: The variants compared: the paper's controller, each option alone, and both.
@@ -76,8 +114,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
 }
 
 #: Parametric worlds: ParametricLengthConfig keys (lengths in tokens, the tiny world's scale:
-#: median ~40, cap 160). Measured risks at tau = 2.5, 4 prompts: see the module docstring.
-WORLDS: dict[str, dict[str, Any]] = {
+#: median ~40, cap 480). Measured risks at tau = 2.5, 4 prompts: see the module docstring.
+PARAMETRIC_WORLDS: dict[str, dict[str, Any]] = {
     "binding": dict(median_start=40.0, median_end=40.0, sigma=0.3, prompt_sigma=0.2,
                     tail_prob_start=0.012, tail_prob_end=0.012),
     "generous": dict(median_start=40.0, median_end=40.0, sigma=0.3, prompt_sigma=0.0,
@@ -89,9 +127,21 @@ WORLDS: dict[str, dict[str, Any]] = {
 }  # fmt: skip
 WORLD_COMMON = {"tail_min": 2.0, "tail_alpha": 1.5, "min_tokens": 1, "max_tokens": 480}
 
+#: Every world: its source and the keys of that source's lengths block.
+WORLDS: dict[str, tuple[str, dict[str, Any]]] = {
+    **{name: ("parametric", {**WORLD_COMMON, **keys}) for name, keys in PARAMETRIC_WORLDS.items()},
+    "real": ("real_run", {}),  # RealRunLengthConfig's defaults: the real run's tail
+}
+
 #: Columns of the per-run metrics, in table order.
 METRICS = ("settle_step", "settled", "regret_rollouts", "violation", "straggler_rate",
-           "second_half_rate", "mean_group_size")  # fmt: skip
+           "second_half_rate", "mean_group_size", "utility", "utility_regret", "decode_ratio",
+           "cost_ratio")  # fmt: skip
+#: The cost ratios whose share of the ceiling's saving the summary adds (``<ratio>_share``).
+SAVINGS = ("decode_ratio", "cost_ratio")
+#: The metrics an oracle mix has (it has no step sequence).
+ORACLE_METRICS = ("straggler_rate", "violation", "mean_group_size", "utility", "utility_regret",
+                  "decode_ratio", "cost_ratio")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -102,7 +152,8 @@ class SuiteConfig:
     seeds: int = 200
     prompts: int = 4
     sagc: dict[str, Any] = field(default_factory=base_sagc)
-    variants: dict[str, dict[str, Any]] = field(default_factory=lambda: dict(VARIANTS))
+    variants: dict[str, dict[str, Any]] = field(default_factory=lambda: {**VARIANTS, **{r: {} for r in RULES}})
+    blocks: dict[str, dict[str, Any]] = field(default_factory=rule_blocks)
     worlds: tuple[str, ...] = tuple(WORLDS)
     traces: tuple[str, ...] = ()
 
@@ -118,22 +169,30 @@ class SuiteConfig:
             raise ValueError(f"worlds: unknown world(s) {unknown}; known: {sorted(WORLDS)}")
         for name, over in self.variants.items():
             sizing = parse_sizing(name, key="variants")
-            if sizing.is_fixed or sizing.policy.name != "sagc":
-                raise ValueError(f"variants: {name!r} must be 'sagc' or 'sagc-<name>'")
+            if sizing.is_fixed or sizing.policy.name not in SUITE_POLICIES:
+                raise ValueError(f"variants: {name!r} must be one of {list(SUITE_POLICIES)}, "
+                                 "or one of them with '-<name>'")
             try:
-                self.sagc_config(name)
+                self.block(name)
             except ValueError as e:
                 raise ValueError(f"variants.{name}: {e}") from None
         for path in self.traces:
             if not Path(path).is_file():
                 raise ValueError(f"traces: lengths trace not found: {path}")
 
-    def sagc_config(self, variant: str) -> SAGCConfig:
-        return SAGCConfig.from_dict({**self.sagc, **self.variants[variant]})
+    def block(self, name: str, base: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The checked block of a controller: ``base`` (default: the suite's ``sagc``), its
+        policy's block (a rule's) and the variant's keys, as a grid cell's."""
+        sizing = parse_sizing(name)
+        block = {**(self.sagc if base is None else base), **self.blocks.get(sizing.block, {}), **self.variants[name]}
+        sizing.config(block)
+        return block
 
     def sizer(self, name: str, base: SAGCConfig):
-        """``simulate``'s sizer factory: a fixed size, or ``base`` with the variant's keys."""
-        return make_group_sizer(name, {**base.to_dict(), **self.variants.get(name, {})})
+        """``simulate``'s sizer factory: a fixed size, or the controller's block over ``base``."""
+        if name not in self.variants:
+            return make_group_sizer(name, base)
+        return make_group_sizer(name, self.block(name, base.to_dict()))
 
     @property
     def candidates(self) -> tuple[int, ...]:
@@ -148,7 +207,8 @@ def world_config(world: str, steps: int, seed: int, suite: SuiteConfig) -> SimCo
     if world.startswith("replay:"):
         trace = world[len("replay:"):]
         return SimConfig(source="replay", lengths=ReplayConfig(trace=trace, cycle=True), **common)
-    return SimConfig(lengths=ParametricLengthConfig(**{**WORLD_COMMON, **WORLDS[world]}), **common)
+    source, keys = WORLDS[world]
+    return SimConfig(source=source, lengths=LENGTH_CONFIGS[source](**keys), **common)
 
 
 def settle_step(straggler: np.ndarray, delta: float, margin: float = SETTLE_MARGIN) -> int:
@@ -176,8 +236,36 @@ def run_metrics(group_size: np.ndarray, straggler: np.ndarray, prompts: np.ndarr
     }
 
 
+def oracle_mix(fixed: dict[int, SizingResult], delta: float) -> dict[int, float]:
+    """Weights of the best randomised mix of the fixed G's whose straggler rate meets delta:
+    maximise the mean log2 G subject to the mixed rate <= delta (a linear programme), or
+    all on the smallest G when no mix meets it."""
+    from scipy.optimize import linprog
+
+    gs = sorted(fixed)
+    rates = [float(fixed[g].straggler.mean()) for g in gs]
+    lp = linprog(c=[-np.log2(g) for g in gs], A_ub=[rates], b_ub=[delta], A_eq=[[1.0] * len(gs)], b_eq=[1.0],
+                 bounds=(0, None), method="highs")  # fmt: skip
+    if lp.status != 0:
+        return {g: float(g == gs[0]) for g in gs}
+    return {g: float(w) for g, w in zip(gs, lp.x)}
+
+
+def cost_metrics(r: SizingResult, ref: SizingResult, ceiling: SizingResult) -> dict[str, float]:
+    """Utility and the two cost ratios of a run against ``ref`` (the largest fixed G), and the
+    ceiling's ratios (the smallest fixed G on the same pool), which the savings shares need."""
+    return {
+        "utility": float(np.log2(r.group_size).mean()),
+        "decode_ratio": float(r.decode_steps.sum() / ref.decode_steps.sum()),
+        "cost_ratio": float(r.cost().sum() / ref.cost().sum()),
+        "ceiling_decode_ratio": float(ceiling.decode_steps.sum() / ref.decode_steps.sum()),
+        "ceiling_cost_ratio": float(ceiling.cost().sum() / ref.cost().sum()),
+    }
+
+
 def run_world(world: str, steps: int, suite: SuiteConfig) -> list[dict[str, Any]]:
-    """One row per (seed, sizing): the metrics of every controller and fixed size."""
+    """One row per (seed, sizing): the metrics of every controller and fixed size, and of
+    the oracle static mix (``ORACLE``)."""
     delta = SAGCConfig.from_dict(dict(suite.sagc)).delta
     rows = []
     for seed in range(suite.seeds):
@@ -189,10 +277,19 @@ def run_world(world: str, steps: int, suite: SuiteConfig) -> list[dict[str, Any]
         feasible = [g for g, r in fixed.items() if r.straggler.mean() <= delta]
         best = max(feasible) if feasible else min(fixed)
         best_rollouts = float((fixed[best].group_size * fixed[best]._prompts()).sum())
+        ref, ceiling = fixed[max(fixed)], fixed[min(fixed)]
+        costs = {name: cost_metrics(r, ref, ceiling) for name, r in results.items()}
+        mix = oracle_mix(fixed, delta)
+        oracle = {k: sum(w * costs[f"g{g}"][k] for g, w in mix.items()) for k in costs[ref.sizing]}
         for name, r in results.items():
             m = run_metrics(r.group_size, r.straggler, r._prompts(), best_rollouts, delta)
-            rows.append({"world": world, "steps": int(r.steps), "seed": seed, "sizing": name,
-                         "best_static_g": best, **m})  # fmt: skip
+            rows.append({"world": world, "steps": int(r.steps), "seed": seed, "sizing": name, "best_static_g": best,
+                         **m, **costs[name], "utility_regret": oracle["utility"] - costs[name]["utility"]})  # fmt: skip
+        rate = sum(w * float(fixed[g].straggler.mean()) for g, w in mix.items())
+        rows.append({"world": world, "steps": steps, "seed": seed, "sizing": ORACLE, "best_static_g": best,
+                     **{m: math.nan for m in METRICS}, **oracle, "straggler_rate": rate,
+                     "violation": max(0.0, rate - delta), "utility_regret": 0.0,
+                     "mean_group_size": sum(w * g for g, w in mix.items())})  # fmt: skip
     return rows
 
 
@@ -207,15 +304,37 @@ def mean_ci(values: Sequence[float]) -> tuple[float, float]:
     return float(x.mean()), float(stats.t.ppf(0.975, x.size - 1)) * sem
 
 
+def saving_share(ratios: Sequence[float], ceiling: Sequence[float]) -> tuple[float, float]:
+    """The share of the ceiling's saving reached, mean(1 - ratio) / mean(1 - ceiling ratio)
+    over seeds (paired), and the half-width of its 95% bootstrap interval."""
+    from scipy import stats
+
+    saved, most = 1.0 - np.asarray(ratios, dtype=float), 1.0 - np.asarray(ceiling, dtype=float)
+    share = float(saved.mean() / most.mean())
+    if saved.size < 2:
+        return share, math.nan
+    if np.array_equal(saved, most) or not saved.any():  # the ceiling itself, the reference: exact
+        return share, 0.0
+    ci = stats.bootstrap((saved, most), lambda a, b, axis: a.mean(axis) / b.mean(axis), paired=True,
+                         vectorized=True, n_resamples=999, method="percentile", random_state=0).confidence_interval
+    return share, float(ci.high - ci.low) / 2.0
+
+
 def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Mean and 95% CI half-width of every metric per (world, steps, sizing)."""
-    keys = list(dict.fromkeys((r["world"], r["steps"], r["sizing"]) for r in rows))
+    """Mean and 95% CI half-width of every metric per (world, steps, sizing), and the shares
+    of the ceiling's savings (``SAVINGS``)."""
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault((r["world"], r["steps"], r["sizing"]), []).append(r)
     out = []
-    for world, steps, sizing in keys:
-        runs = [r for r in rows if (r["world"], r["steps"], r["sizing"]) == (world, steps, sizing)]
+    for (world, steps, sizing), runs in groups.items():
         row: dict[str, Any] = {"world": world, "steps": steps, "sizing": sizing, "seeds": len(runs)}
         for m in METRICS:
-            row[m], row[f"{m}_ci95"] = mean_ci([r[m] for r in runs])
+            row[m], row[f"{m}_ci95"] = mean_ci([r[m] for r in runs]) if m in runs[0] else (math.nan, math.nan)
+        for m in SAVINGS:
+            if f"ceiling_{m}" in runs[0]:
+                row[f"{m}_share"], row[f"{m}_share_ci95"] = saving_share([r[m] for r in runs],
+                                                                         [r[f"ceiling_{m}"] for r in runs])
         out.append(row)
     return out
 
@@ -235,23 +354,48 @@ _SHOWN = (("straggler_rate", "rate", 2), ("second_half_rate", "2nd-half rate", 2
           ("mean_group_size", "mean G", 1))  # fmt: skip
 
 
-def markdown_table(summary: list[dict[str, Any]], delta: float) -> str:
-    """The summary as Markdown: one table per run length, mean ± 95% CI half-width."""
+#: The cost table's columns: (summary key, label, digits).
+_COSTS = (("straggler_rate", "rate", 2), ("utility", "utility (mean log2 G)", 2),
+          ("utility_regret", "utility regret", 2), ("decode_ratio", "decode / g16", 3),
+          ("decode_ratio_share", "share of ceiling's decode saving", 2), ("cost_ratio", "cost / g16", 3),
+          ("cost_ratio_share", "share of ceiling's cost saving", 2))  # fmt: skip
+
+
+def _cell(r: dict[str, Any], key: str, digits: int) -> str:
+    ci = r.get(f"{key}_ci95", math.nan)
+    return f"{r[key]:.{digits}f} ± {ci:.{digits}f}" if math.isfinite(ci) else f"{r[key]:.{digits}f}"
+
+
+def cost_table(summary: list[dict[str, Any]], delta: float) -> str:
+    """The costs of every sizing and of the oracle static mix, one table per run length."""
     parts = []
     for steps in sorted({r["steps"] for r in summary}):
-        rows = [r for r in summary if r["steps"] == steps]
+        rows = [r for r in summary if r["steps"] == steps and "decode_ratio_share" in r]
+        head = ["world", "sizing"] + [label for _, label, _ in _COSTS]
+        lines = [f"**{steps} steps: costs** ({rows[0]['seeds']} seeds, delta = {delta}; ratios to the largest "
+                 f"fixed G on the same pools; ceiling = the smallest fixed G; {ORACLE} = the best static mix "
+                 "of fixed G's meeting delta in hindsight)", "",
+                 "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]  # fmt: skip
+        lines += ["| " + " | ".join([r["world"], r["sizing"]] + [_cell(r, k, d) for k, _, d in _COSTS]) + " |"
+                  for r in rows]  # fmt: skip
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts) + "\n"
+
+
+def markdown_table(summary: list[dict[str, Any]], delta: float) -> str:
+    """The summary as Markdown: per run length, the convergence table then the cost table,
+    mean ± 95% CI half-width."""
+    parts = []
+    for steps in sorted({r["steps"] for r in summary}):
+        rows = [r for r in summary if r["steps"] == steps and r["sizing"] != ORACLE]
         head = ["world", "sizing"] + [label for _, label, _ in _SHOWN]
         lines = [f"**{steps} steps** ({rows[0]['seeds']} seeds, delta = {delta}, "
                  f"settled = running rate within delta + {SETTLE_MARGIN} from that step on)", "",
                  "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]  # fmt: skip
-        for r in rows:
-            cells = [r["world"], r["sizing"]]
-            for key, _, digits in _SHOWN:
-                ci = r[f"{key}_ci95"]
-                cells.append(f"{r[key]:.{digits}f} ± {ci:.{digits}f}" if math.isfinite(ci) else f"{r[key]:.{digits}f}")
-            lines.append("| " + " | ".join(cells) + " |")
+        lines += ["| " + " | ".join([r["world"], r["sizing"]] + [_cell(r, k, d) for k, _, d in _SHOWN]) + " |"
+                  for r in rows]  # fmt: skip
         parts.append("\n".join(lines))
-    return "\n\n".join(parts) + "\n"
+    return "\n\n".join(parts) + "\n\n" + cost_table(summary, delta)
 
 
 def write_suite(out_dir: str | Path, rows: list[dict[str, Any]], summary: list[dict[str, Any]],

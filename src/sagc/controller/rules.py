@@ -1,0 +1,259 @@
+"""Rule-based group sizings: the baselines that ask how much of SAGC a few-line rule gets.
+
+Both rules read only each step's straggler flag (max/median > tau, counted exactly as SAGC
+counts it) and move G one candidate at a time within the sorted candidates (a halving or a
+doubling for 4 / 8 / 16):
+
+- ``aimd``: one candidate down after a straggling step; one up after ``quiet_steps`` quiet
+  steps in a row (TCP's reaction to loss, with no estimate of any G's risk).
+- ``threshold``: an exponential moving average ``r`` of the straggler flags, starting at
+  delta; one candidate down when ``r > delta``, one up when ``r < delta - margin`` (the
+  margin is hysteresis: without it G would flip at every step near the budget).
+
+Neither samples nor keeps a posterior: given the lengths they are deterministic. They read
+the ``sagc`` block (``inherits="sagc"``): ``candidates``, ``tau``, ``delta``, ``scope``,
+``initial`` (null: the middle candidate) and ``seed`` mean what they mean for SAGC and are
+declared there once; the block's other SAGC keys (eta, prior, ...) are checked by
+``SAGCConfig`` and unused. The decision for the next step is taken in ``observe``, so
+``state_dict`` after a step resumes the exact G sequence.
+"""
+
+import math
+from dataclasses import asdict, dataclass, fields
+from typing import Annotated, Any, Iterable, Optional
+
+from pydantic import Field
+
+from sagc.config_models import Number, PositiveInt
+from sagc.controller.sagc import (
+    STATE_VERSION,
+    GroupSizer,
+    SAGCConfig,
+    StepRecord,
+    _check_state,
+    _state_counts,
+    _state_int,
+    _state_number,
+    _StragglerCounter,
+)
+from sagc.settings import block_model, check, declared
+
+_SAGC = declared(SAGCConfig)
+_SAGC_KEYS = tuple(_SAGC)
+
+
+def quiet_steps_for(delta: float) -> int:
+    """The AIMD climb that balances at risk delta: at a G with straggler risk p, a step
+    goes down with probability p and the next climb comes before a straggler with
+    probability (1 - p) ** k, so up and down moves balance at p = delta when
+    (1 - delta) ** k = 1/2, i.e. k = ln 2 / -ln(1 - delta) (2 for delta = 0.3)."""
+    return max(1, round(math.log(2.0) / -math.log1p(-delta)))
+
+
+@dataclass(frozen=True)
+class RuleConfig:
+    """The keys every rule shares with SAGC (declared on ``SAGCConfig``, reused here)."""
+
+    candidates: _SAGC["candidates"] = SAGCConfig.candidates
+    tau: _SAGC["tau"] = SAGCConfig.tau
+    delta: _SAGC["delta"] = SAGCConfig.delta
+    scope: _SAGC["scope"] = SAGCConfig.scope
+    initial: _SAGC["initial"] = SAGCConfig.initial
+    seed: _SAGC["seed"] = SAGCConfig.seed
+
+    #: The policy's config block: names its keys in errors.
+    block = "rule"
+
+    def __post_init__(self) -> None:
+        check(self, self.block)
+        shared = {f.name: getattr(self, f.name) for f in fields(RuleConfig)}
+        try:
+            SAGCConfig.from_dict(shared)  # duplicates, initial among the candidates
+        except ValueError as e:
+            raise ValueError(f"{self.block}: {e}") from None
+
+    @property
+    def sorted_candidates(self) -> tuple[int, ...]:
+        return tuple(sorted(self.candidates))
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "RuleConfig":
+        """The rule's keys plus, inherited from the ``sagc`` block, any SAGC key (checked by
+        ``SAGCConfig``, then unused unless the rule shares it)."""
+        if not isinstance(d, dict):
+            raise ValueError(f"{cls.block} must be a mapping of its keys, got {type(d).__name__}")
+        own = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - own - set(_SAGC_KEYS))
+        if unknown:
+            raise ValueError(f"unknown {cls.block} key(s): {unknown}")
+        try:
+            SAGCConfig.from_dict({k: v for k, v in d.items() if k in _SAGC_KEYS})
+        except ValueError as e:
+            raise ValueError(f"{cls.block}: {e}") from None
+        return cls(**{k: v for k, v in d.items() if k in own})
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["candidates"] = list(self.candidates)
+        return d
+
+    @classmethod
+    def json_schema(cls) -> dict[str, Any]:
+        """The pipeline schema's block: the rule's own keys (the shared ones come from ``sagc``)."""
+        own = tuple(f.name for f in fields(RuleConfig))
+        return block_model(cls, f"{cls.__name__}Block", exclude=own).model_json_schema()
+
+
+@dataclass(frozen=True)
+class AIMDConfig(RuleConfig):
+    """``aimd``: down one candidate after a straggler, up one after ``quiet_steps`` quiet steps."""
+
+    quiet_steps: Annotated[Optional[PositiveInt], Field(
+        description="quiet steps in a row before G moves up (null: ln 2 / -ln(1 - delta), rounded)")] = None
+    block = "aimd"
+
+    @property
+    def climb_after(self) -> int:
+        return self.quiet_steps if self.quiet_steps is not None else quiet_steps_for(self.delta)
+
+
+@dataclass(frozen=True)
+class ThresholdConfig(RuleConfig):
+    """``threshold``: an EMA of the straggler flags against delta, with hysteresis ``margin``."""
+
+    ema: Annotated[Number(gt=0, le=1), Field(
+        description="weight of the newest straggler flag in the moving rate (1 / memory in steps)")] = 0.1
+    margin: Annotated[Number(ge=0, lt=1), Field(
+        description="G moves up only when the moving rate is below delta - margin")] = 0.1
+    block = "threshold"
+
+
+class _Rule(GroupSizer):
+    """Shared bookkeeping: the current candidate, the straggler counter, state save/load."""
+
+    kind = "rule"
+    config_class = RuleConfig
+
+    def __init__(self, config: RuleConfig | None = None) -> None:
+        self.config = config if config is not None else self.config_class()
+        self.candidates = self.config.sorted_candidates
+        initial = self.config.initial
+        self._index = self.candidates.index(initial) if initial is not None else (len(self.candidates) - 1) // 2
+        self._counter = _StragglerCounter(self.config.tau, self.config.scope)
+
+    @property
+    def group_size(self) -> int:
+        return self.candidates[self._index]
+
+    @property
+    def max_group_size(self) -> int:
+        return self.candidates[-1]
+
+    @property
+    def straggler_rate(self) -> float:
+        return self._counter.rate
+
+    def next_group_size(self) -> int:
+        return self.group_size
+
+    def observe(self, lengths: Iterable[Iterable[float]]) -> StepRecord:
+        g = self.group_size
+        stats = self._counter.measure(lengths)
+        if stats is None:
+            return self._counter.skipped_record(g)
+        straggler = self._counter.is_straggler(stats)
+        move = self._move(straggler)
+        self._index = min(max(self._index + move, 0), len(self.candidates) - 1)
+        return self._counter.record(g, stats, straggler)
+
+    def _move(self, straggler: bool) -> int:
+        """-1, 0 or +1 candidate for the next step, from this step's flag."""
+        raise NotImplementedError
+
+    # -- exact resume: the shared part, then each rule's own numbers ------------------------
+
+    def _own_state(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _load_own_state(self, state: dict[str, Any]) -> dict[str, Any]:
+        """Checked values of the rule's own keys, to assign once everything is checked."""
+        raise NotImplementedError
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "version": STATE_VERSION, "config": self.config.to_dict(),
+                "step": self._counter.step, "n_stragglers": self._counter.n_stragglers,
+                "index": self._index, **self._own_state()}  # fmt: skip
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore ``state_dict()``'s output; everything is checked before anything is
+        assigned (``ValueError`` naming the key). Another config than the current one
+        (candidates aside, which must match) is refused: a rule has nothing to warn about."""
+        keys = ("config", "step", "n_stragglers", "index", *self._own_state())
+        _check_state(state, self.kind, keys)
+        try:
+            saved = self.config_class.from_dict(state["config"])
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"{self.kind} state key 'config': {e}") from None
+        if saved.sorted_candidates != self.candidates:
+            raise ValueError(f"state was saved with candidates {list(saved.sorted_candidates)}, "
+                             f"this {self.kind} rule has {list(self.candidates)}")
+        step, n_stragglers = _state_counts(state, self.kind)
+        index = _state_int(state, self.kind, "index", 0, len(self.candidates) - 1)
+        own = self._load_own_state(state)
+        self._counter.step, self._counter.n_stragglers, self._index = step, n_stragglers, index
+        for key, value in own.items():
+            setattr(self, key, value)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.config})"
+
+
+class AIMDRule(_Rule):
+    """Down one candidate after a straggling step, up one after ``climb_after`` quiet steps."""
+
+    kind = "aimd"
+    config_class = AIMDConfig
+
+    def __init__(self, config: AIMDConfig | None = None) -> None:
+        super().__init__(config)
+        self.quiet = 0  # quiet steps in a row since the last straggler or move
+
+    def _move(self, straggler: bool) -> int:
+        if straggler:
+            self.quiet = 0
+            return -1
+        self.quiet += 1
+        if self.quiet < self.config.climb_after:
+            return 0
+        self.quiet = 0
+        return +1
+
+    def _own_state(self) -> dict[str, Any]:
+        return {"quiet": self.quiet}
+
+    def _load_own_state(self, state: dict[str, Any]) -> dict[str, Any]:
+        return {"quiet": _state_int(state, self.kind, "quiet", 0)}
+
+
+class ThresholdRule(_Rule):
+    """An EMA of the straggler flags against delta: down above it, up below delta - margin."""
+
+    kind = "threshold"
+    config_class = ThresholdConfig
+
+    def __init__(self, config: ThresholdConfig | None = None) -> None:
+        super().__init__(config)
+        self.rate = float(self.config.delta)  # no evidence yet: at the budget, no move
+
+    def _move(self, straggler: bool) -> int:
+        cfg = self.config
+        self.rate += cfg.ema * (float(straggler) - self.rate)
+        if self.rate > cfg.delta:
+            return -1
+        return +1 if self.rate < cfg.delta - cfg.margin else 0
+
+    def _own_state(self) -> dict[str, Any]:
+        return {"rate": self.rate}
+
+    def _load_own_state(self, state: dict[str, Any]) -> dict[str, Any]:
+        return {"rate": _state_number(state["rate"], "rate", 0.0, 1.0)}
