@@ -187,3 +187,46 @@ def subgroup_ratios(groups: list[np.ndarray], size: int, scope: str = "step") ->
     # (prompts, m, size) -> (m, prompts, size): sub-step k holds column block k of every prompt.
     block = np.stack([g[: m * size] for g in groups]).reshape(len(groups), m, size).transpose(1, 0, 2)
     return block_ratios(block, scope)
+
+
+#: The length tail of a real RL run, as the tail table reads it (a published verl DAPO run
+#: of Qwen2.5-32B: 96 prompts x 8 samples a step, 6 steps, 4,608 completions; groups of 8
+#: completions of one prompt). A world's ``tail_table`` sits beside it (docs/world.md).
+REAL_RUN_TAIL = {
+    "over_2x_median": 0.107, "over_2.5x_median": 0.062, "over_3x_median": 0.040,
+    "groups_max_over_2x": 0.60, "groups_max_over_2.5x": 0.40,
+    "sd_log_within_group": 0.85, "between_prompt_share": 0.17,
+}
+#: The group size the real run's statistics were measured at.
+TAIL_GROUP_SIZE = 8
+
+
+def tail_table(groups: Iterable[Iterable[float]], group_size: int = TAIL_GROUP_SIZE) -> dict:
+    """The length-tail statistics of ``REAL_RUN_TAIL`` for completions grouped by prompt.
+
+    Each group is cut into disjoint blocks of ``group_size`` completions (a group of 16
+    gives two groups of 8: completions of one prompt are i.i.d.), so every world is read at
+    the real run's group size; smaller groups are left out. Shares of completions above k x their block's median, shares
+    of blocks whose max/median exceeds k, the pooled within-block sd of log length and the
+    share of log-length variance between blocks. Zero-length rows count as one token.
+    """
+    blocks = [b for g in as_groups(groups) if g.size >= group_size
+              for b in np.split(g[: g.size // group_size * group_size], g.size // group_size)]
+    if not blocks:
+        return {"blocks": 0, **{k: math.nan for k in REAL_RUN_TAIL}}
+    x = np.maximum(np.stack(blocks), 1.0)
+    med = np.median(x, axis=1, keepdims=True)
+    logs = np.log(x)
+    within = float(logs.var(axis=1, ddof=1).mean())
+    between = float(logs.mean(axis=1).var(ddof=1)) if len(blocks) > 1 else 0.0
+    ratio = x.max(axis=1) / med[:, 0]
+    return {
+        "blocks": len(blocks),
+        "over_2x_median": float(np.mean(x > 2 * med)),
+        "over_2.5x_median": float(np.mean(x > 2.5 * med)),
+        "over_3x_median": float(np.mean(x > 3 * med)),
+        "groups_max_over_2x": float(np.mean(ratio > 2)),
+        "groups_max_over_2.5x": float(np.mean(ratio > 2.5)),
+        "sd_log_within_group": math.sqrt(within),
+        "between_prompt_share": between / (between + within) if between + within > 0 else math.nan,
+    }

@@ -25,21 +25,32 @@ SEEDS = (0, 1)
 # Per cell: straggler flags per step, seconds per step, rollout seconds per step.
 # Rewards are 0.1 .. 0.6 over the six steps plus 0.1 * seed (same for every sizing).
 CELL_SPECS = {
-    ("g4", 0): {"straggler": [0, 0, 1, 0, 0, 0], "step_s": 10.0, "rollout_s": 6.0, "G": [4] * 6},
+    ("g4", 0): {"straggler": [0, 0, 0, 0, 0, 0], "step_s": 10.0, "rollout_s": 6.0, "G": [4] * 6},
     ("g4", 1): {"straggler": [0, 1, 1, 0, 0, 0], "step_s": 12.0, "rollout_s": 6.0, "G": [4] * 6},
     ("g16", 0): {"straggler": [1, 1, 1, 1, 1, 0], "step_s": 20.0, "rollout_s": 15.0, "G": [16] * 6},
     ("g16", 1): {"straggler": [1, 1, 1, 1, 1, 1], "step_s": 22.0, "rollout_s": 11.0, "G": [16] * 6},
     ("sagc", 0): {"straggler": [1, 0, 1, 0, 0, 0], "step_s": 12.0, "rollout_s": 6.0,
                   "G": [8, 16, 8, 8, 4, 4]},
-    ("sagc", 1): {"straggler": [1, 1, 0, 0, 0, 0], "step_s": 14.0, "rollout_s": 7.0,
+    ("sagc", 1): {"straggler": [1, 0, 0, 0, 1, 0], "step_s": 14.0, "rollout_s": 7.0,
                   "G": [8, 8, 4, 4, 4, 4]},
 }  # fmt: skip
 
-EVAL = {  # task -> accuracy per sizing (seed 1 adds 0.02); base models below
+EVAL = {  # task -> accuracy per sizing (seed 1 adds 0.02, and sagc's seed 1 SAGC_SPREAD more)
     "aime": {"g4": 0.10, "g16": 0.20, "sagc": 0.30},
     "gpqa": {"g4": 0.40, "g16": 0.50, "sagc": 0.60},
 }
+#: Seed 1 of sagc scores this much more than the shared seed effect: the paired differences
+#: against g16 are then 0.10 and 0.14 (a spread), not the same number twice (a tie).
+SAGC_SPREAD = 0.04
 BASE_EVAL = {"aime": 0.05, "gpqa": 0.25}
+#: The base models' straggler rates by G (the world's report): with DELTA, the best static G is g4.
+BASE_RATES = {4: 0.2, 16: 0.6}
+DELTA = 0.3
+
+
+def accuracy(task: str, sizing: str, seed: int) -> float:
+    """The synthetic evaluation's accuracy of one cell."""
+    return EVAL[task][sizing] + 0.02 * seed + (SAGC_SPREAD * seed if sizing == "sagc" else 0.0)
 
 
 def history_rows(sizing: str, seed: int) -> list[dict]:

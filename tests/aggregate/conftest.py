@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 from tests.aggregate.aggregate_synthetic import (
-    ALGO, EVAL, BASE_EVAL, MODEL, SEEDS, SIZINGS, STEPS, history_rows, log_offline_run, write_eval,
+    ALGO, BASE_EVAL, BASE_RATES, DELTA, EVAL, MODEL, SEEDS, SIZINGS, STEPS, accuracy, history_rows,
+    log_offline_run, write_eval,
 )  # fmt: skip
 
 # matplotlib reads MPLCONFIGDIR once, at import: point it away from ~/.config first.
@@ -57,14 +58,19 @@ def synthetic_world(wandb_env, tmp_path_factory):
                       "seed": seed, "train": {"max_steps": STEPS}}  # fmt: skip
             log_offline_run(root / train_dir / "wandb", history_rows(sizing, seed), config)
             (root / train_dir / "done.json").write_text(json.dumps({"steps": STEPS}))
-            acc = {t: v[sizing] + 0.02 * seed for t, v in EVAL.items()}
+            acc = {t: accuracy(t, sizing, seed) for t in EVAL}
             write_eval(root / eval_path, MODEL, cell_id, acc)
             cells.append({"id": cell_id, "model": MODEL, "algorithm": ALGO, "sizing": sizing,
                           "seed": seed, "train_dir": str(train_dir),
                           "eval_summary": str(eval_path), "max_steps": STEPS})  # fmt: skip
     base_eval = Path("results/t/eval") / MODEL / "base" / "summary.json"
     write_eval(root / base_eval, MODEL, "base", BASE_EVAL)
+    report = Path("results/t/models") / MODEL / "stragglers.json"
+    (root / report).parent.mkdir(parents=True)
+    (root / report).write_text(json.dumps({"per_group_size": [{"group_size": g, "straggler_rate": r}
+                                                              for g, r in BASE_RATES.items()]}))
     grid = {"name": "t", "time_unit": "min", "last_k": 3, "allow_partial": False, "tau": 2.0,
+            "delta": DELTA, "budgets": {"sagc": DELTA}, "straggler_reports": {MODEL: str(report)},
             "wandb": {"source": "offline"}, "cells": cells,
             "base": [{"model": MODEL, "eval_summary": str(base_eval)}],
             "tables_dir": "results/t/tables", "figures_dir": "paper_figures/t"}  # fmt: skip

@@ -5,8 +5,8 @@ carry over inside a run (AR(1)), and 0/1 straggler flags. Coverage is checked wi
 repetitions for a binomial bound. The t interval over 5 seeds' rate differences (which are
 not quite normal) covers ~94.6 % in this world (8 x 2000 repetitions, 94.1-95.3 %), so the
 floor sits 3.3 binomial standard errors below 94.5 %: it fails with well under 1 %
-probability for any RNG seed, and still tells a seed-level interval from one that pools
-steps (~60-70 %, the second test).
+probability for any RNG seed. (An interval that pooled the steps as units covers ~60-70 %
+here.) The pooled intervals over strata are tested in ``test_pooled.py``.
 """
 
 from __future__ import annotations
@@ -61,22 +61,6 @@ def test_seed_interval_covers_a_straggler_rate_difference(rng_seed):
     assert covered / REPS >= _floor(0.945)
 
 
-def test_pooling_steps_as_units_undercovers_the_same_world():
-    """The same world, with every step pooled as an independent unit (what the grid's
-    earlier batch-means intervals did in spirit): far below 95 %. The coverage test above
-    can therefore tell the two apart."""
-    rng = np.random.default_rng(3)
-    c_ref, c_ctrl = 0.3, -0.4
-    truth = _true_rate(c_ctrl) - _true_rate(c_ref)
-    ref, ctrl = _flags(rng, c_ref, 500), _flags(rng, c_ctrl, 500)
-    covered = 0
-    for rep in range(500):
-        steps = (ctrl[rep] - ref[rep]).ravel()
-        half = stats.t.ppf(0.975, steps.size - 1) * steps.std(ddof=1) / math.sqrt(steps.size)
-        covered += steps.mean() - half <= truth <= steps.mean() + half
-    assert covered / 500 < 0.85
-
-
 def test_ratio_interval_covers_a_seed_varying_speed_up():
     """Per-seed cost totals with a true geometric-mean speed-up of 1.5 and a seed effect
     on the ratio itself (lognormal, sd 0.15 on the log scale)."""
@@ -95,7 +79,7 @@ def test_minimal_detectable_effect_is_detected_at_the_stated_power():
     effect (computed from the true spread): the test rejects in ~80 % of repetitions."""
     rng = np.random.default_rng(7)
     sd = 0.1
-    mde = paired.Interval(0.0, -1, 1, SEEDS, sd=sd).mde()
+    mde = paired.Interval(0.0, -1, 1, SEEDS, sd=sd, se=sd / math.sqrt(SEEDS), df=SEEDS - 1).mde()
     assert 0 < mde < 1
     rejected = sum(paired.seed_interval(rng.normal(mde, sd, SEEDS)).p < 0.05 for _ in range(REPS))
     assert abs(rejected / REPS - paired.POWER) <= 3.3 * math.sqrt(0.8 * 0.2 / REPS)
@@ -114,9 +98,11 @@ def test_degenerate_inputs():
     assert math.isnan(paired.seed_interval([]).estimate)
     one = paired.seed_interval([3.0])
     assert one.estimate == 3.0 and math.isnan(one.low) and math.isnan(one.p)
+    # Every seed the same: a point interval with nothing to test against (p NaN, untestable),
+    # whether or not the value is the null.
     same = paired.seed_interval([2.0, 2.0, 2.0])
-    assert (same.low, same.high, same.p) == (2.0, 2.0, 0.0)
-    assert paired.seed_interval([0.0, 0.0], null=0.0).p == 1.0
+    assert (same.low, same.high, same.sd) == (2.0, 2.0, 0.0) and math.isnan(same.p) and not same.testable
+    assert math.isnan(paired.seed_interval([0.0, 0.0], null=0.0).p)
     assert paired.seed_interval([1.0, float("nan"), 3.0]).n == 2
     assert math.isnan(paired.ratio_interval([(1.0, 0.0)]).estimate)
     assert paired.ratio_interval([(4.0, 2.0), (4.0, 2.0)]).estimate == pytest.approx(2.0)

@@ -53,17 +53,26 @@ def test_generous_budget_settles_on_largest_g():
     assert np.mean(np.asarray(gs[200:]) == 16) > 0.95
 
 
-def test_moves_off_large_g_when_it_turns_risky():
+@pytest.mark.parametrize("seed", range(8))
+def test_moves_off_large_g_when_it_turns_risky(seed):
+    """When G=16 turns risky it leaves 16 at once, and its straggler rate returns to the budget.
+
+    The controller promises the rate, not a share of G: with p(16) = 0.95 and p(8) = 0.02 a
+    rate of delta = 0.3 means G=16 in about 30 % of steps, so the share of 16 is no test."""
     safe = {4: 0.02, 8: 0.02, 16: 0.02}
     risky = {4: 0.02, 8: 0.02, 16: 0.95}
-    ctrl = SAGCController(SAGCConfig(delta=0.3, seed=5))
-    gs, _ = run(ctrl, safe, 1500, change=(1000, risky))
+    ctrl = SAGCController(SAGCConfig(delta=0.3, seed=seed))
+    gs, records = run(ctrl, safe, 1500, seed=seed, change=(1000, risky))
     assert all(g == 16 for g in gs[900:1000]), "with no risk anywhere it should sit at G=16"
     after = gs[1000:]
+    # The posterior must learn p(16) and lambda climb by eta * (1 - delta) a straggling step:
+    # 6-22 steps over 100 seeds; 30 leaves room without allowing a stuck controller.
     first_move = next(i for i, g in enumerate(after) if g != 16)
-    assert first_move <= 20
-    # ... and it stays mostly off 16 afterwards.
-    assert np.mean(np.asarray(after[100:]) == 16) < 0.3
+    assert first_move <= 30
+    # Over the last 400 steps the rate is the budget's, within a tolerance (the rate of 400
+    # Bernoulli steps at 0.3 alone has sd 0.023).
+    rate = np.mean([r.straggler for r in records[1100:]])
+    assert abs(rate - 0.3) <= 0.08, rate
 
 
 def test_forgetting_lets_a_stale_estimate_recover():

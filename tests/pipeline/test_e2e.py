@@ -99,15 +99,15 @@ def test_pipeline_writes_tables_and_figures(ci_run):
     assert eff["straggler_rate_mean"].between(0, 1).all()
     for name in ("efficiency.md", "efficiency.tex", "downstream.md", "downstream.tex"):
         assert (tables / name).stat().st_size > 0
-    # One seed is one unit: every claim of sagc vs g4 is there, and none can be decided.
+    # One seed is one unit: the primary family of sagc vs g4 (the largest fixed G here) and the
+    # positive control are there, pooled over the 4 strata, and none has the df to be decided.
     headline = pd.read_csv(tables / "headline.csv")
-    assert set(headline["claim"]) == {
-        "fewer stragglers", "cheaper (decode steps)", "meets the budget (2nd-half rate ≤ δ)",
-        "tiny_arith accuracy not worse (margin 5 pts)", "tiny_arith_heldout accuracy not worse (margin 5 pts)"}
-    assert set(headline["controller"]) == {"sagc"} and (headline["seeds"] == 1).all()
-    assert (headline["verdict"] == "inconclusive").all()
+    assert {"P1", "P2", "P3"} <= set(headline["id"])
+    sagc = headline[headline["controller"] == "sagc"]
+    assert set(sagc["reference"]) >= {"g4"}
+    assert not sagc["verdict"].isin(["holds", "fails"]).any(), sagc[["id", "verdict"]]
     text = (tables / "headline.md").read_text()
-    assert "Seeds [0]" in text and "No claim could be tested" in text
+    assert "Seeds [0]" in text
     assert "- tiny-llama: largest fixed G g4;" in text
     figures = work / "paper_figures" / "ci"
     for fig in ("straggler_rate", "sagc_group_size", "sagc_posterior", "reward_vs_time",

@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+from scipy.stats import binomtest
 
 from sagc.tiny.measure import SampleParams, accuracy, sample_completions
 from sagc.tiny.models import ModelSize, build_model
@@ -15,7 +16,7 @@ from sagc.tiny.warmstart import WarmStartParams, _encode, draw_behaviour, warm_s
 # with more steps on the full task (which takes minutes). A smaller 2-layer model stayed
 # near chance here even after 300 steps.
 EASY = TaskParams(modulus=4, operators="+", median_steps=2.5, min_steps=2, max_steps=4, heldout_min_steps=5,
-                  heldout_max_steps=6, n_train=500, n_eval=48, n_heldout=1)
+                  heldout_max_steps=6, n_train=500, n_eval=192, n_heldout=1)
 SMALL = ModelSize(hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=2, intermediate_size=128)
 CHANCE = 0.25  # one digit out of four
 
@@ -36,7 +37,10 @@ def test_warm_start_beats_chance_and_stops_with_eos(tiny_tokenizer_dir):
     assert before["accuracy"] == 0.0
     assert after["format_rate"] >= 0.9  # learnt the format: one final box, then eos
     assert after["truncated_frac"] <= 0.1
-    assert after["accuracy"] >= 1.5 * CHANCE, after  # seen: 0.48 (seed 11)
+    # Beats chance by a binomial test on 192 problems (seen: 0.48 with seed 11, where the
+    # one-sided p < 0.001 bound sits near 0.34: about four standard errors of room).
+    correct = round(after["accuracy"] * after["n"])
+    assert binomtest(correct, after["n"], CHANCE, alternative="greater").pvalue < 1e-3, after
     assert report["final_loss"] < 1.0
 
 

@@ -12,6 +12,7 @@ from sagc.aggregate.outputs import (
     table_outputs,
 )
 from sagc import warm
+from sagc.aggregate import plan
 from sagc.pipeline import Grid, disk, launch
 from sagc.pipeline.cells import (
     aggregate_grid,
@@ -50,6 +51,9 @@ CELL_DIR = "{model}/{algo}/{sizing}/seed{seed}"
 
 for line in WORLD.load_lines(config, GRID):
     print(line, file=sys.stderr)
+
+# The pre-registered primary claims and their planned power (sagc.aggregate.plan).
+print("\n".join(plan.dry_run_lines(config)), file=sys.stderr)
 
 # What the training cells write (a DiskSpaceWarning when the results' filesystem lacks it)
 # and, when cluster jobs would log to W&B online, how to log offline and upload afterwards.

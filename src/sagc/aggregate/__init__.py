@@ -3,9 +3,13 @@ tables (``results/<name>/tables/``) and figures (``paper_figures/<name>/``).
 
 Modules: ``runlog`` (wandb 0.31 run-file records), ``reader`` (offline / online run
 readers, one interface), ``grid`` (the grid JSON), ``collect`` (what exists, what is
-missing), ``stats`` (definitions), ``tables``, ``figures``, ``palette``, ``outputs`` (the
-fixed file names), ``api`` (``aggregate``). CLI: ``python -m sagc.aggregate --grid grid.json
-[--allow-partial]``.
+missing), ``stats`` (definitions), ``perseed`` (one value per seed), ``paired`` (seed-level
+and pooled intervals), ``power``, ``registration`` (the config's pre-registered claims),
+``verdicts`` (claims, families, Holm), ``primary`` (the headline's families), ``tables``,
+``figures``, ``palette``, ``outputs`` (the fixed file names), ``api`` (``aggregate``). CLIs:
+``python -m sagc.aggregate --grid grid.json [--allow-partial]``, ``python -m
+sagc.aggregate.compare A B`` (replication), ``python -m sagc.aggregate.plan RESULTS``
+(planned power from a development-seed run).
 
 The names below are imported lazily, so that ``sagc.aggregate.outputs`` stays cheap to
 import (a Snakefile reads it at parse time) and matplotlib loads only when drawing.

@@ -1,13 +1,24 @@
-"""Does a headline replicate? Compare two runs' claims, claim by claim.
+"""Does a headline replicate? Compare two runs' estimates, claim by claim.
 
-    python -m sagc.aggregate.compare results/default results/default-replicate
+    python -m sagc.aggregate.compare results/default results/replicate
     python -m sagc.aggregate.compare results/default docs/reference/default-headline.csv
 
 Each side is a results folder (its ``tables/headline.csv`` is read) or a ``headline.csv``
-itself. For every claim (model, algorithm, controller, reference, claim) it prints both
-verdicts, both intervals and whether the verdicts agree; claims only one side has are
-listed as such. ``--strict`` exits 1 when a claim that holds on either side does not hold
-on the other — the question "does what I report as holding replicate?".
+itself. For every claim (family, model, algorithm, controller, reference, claim) of both
+sides it shows the difference of the two estimates B - A with its 95 % interval and whether
+B's estimate lies in A's 95 % prediction interval; the two verdicts and whether they agree
+are an extra column. Claims only one side has are listed as such.
+
+The two runs are independent seed sets, so the difference's standard error is
+``sqrt(se_A^2 + se_B^2)`` and its degrees of freedom Welch-Satterthwaite's,
+``(se_A^2 + se_B^2)^2 / (se_A^4 / df_A + se_B^4 / df_B)``. A's prediction interval for
+a replication's estimate is ``est_A +- t_{0.975, df} sqrt(se_A^2 + se_B^2)``: B lies in it
+exactly when the difference's interval covers 0, which is what *consistent* means here.
+Speed-ups are compared on the log scale and the difference shown as the ratio B / A.
+Verdicts can disagree between consistent estimates (one side's interval just crosses the
+line), which is why the estimates, not the verdicts, decide replication.
+
+``--strict`` exits 1 when a claim that holds on either side does not hold on the other.
 """
 
 from __future__ import annotations
@@ -17,10 +28,15 @@ import math
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
+from scipy import stats
 
-KEY = ["model", "algorithm", "controller", "reference", "claim"]
-COLUMNS = KEY + ["verdict", "estimate", "low", "high", "seeds", "p_holm"]
+KEY = ["family", "model", "algorithm", "controller", "reference", "claim"]
+COLUMNS = KEY + ["id", "verdict", "estimate", "low", "high", "null", "scale", "seeds", "strata", "sd", "se", "df",
+                 "p", "p_holm"]  # fmt: skip
+#: Level of the difference's interval and of the prediction interval.
+LEVEL = 0.95
 
 
 def read_headline(source: str | Path) -> pd.DataFrame:
@@ -30,18 +46,38 @@ def read_headline(source: str | Path) -> pd.DataFrame:
         path = path / "tables" / "headline.csv"
     if not path.is_file():
         raise FileNotFoundError(f"{source}: no headline.csv (a results folder after `snakemake`, or the file)")
-    frame = pd.read_csv(path)
+    frame = pd.read_csv(path, keep_default_na=True)
     lacking = [c for c in COLUMNS if c not in frame.columns]
     if lacking:
-        raise ValueError(f"{path}: not a headline table: missing column(s) {lacking}")
-    return frame[COLUMNS]
+        raise ValueError(f"{path}: not a headline table of this version: missing column(s) {lacking}")
+    for column in ("gate", "id", "detail"):  # empty text reads back as NaN
+        frame[column] = frame[column].astype(object).where(frame[column].notna(), "") if column in frame else ""
+    return frame
+
+
+def _test_scale(frame: pd.DataFrame, side: str) -> pd.Series:
+    est = frame[f"estimate_{side}"].astype(float)
+    log = frame[f"scale_{side}"] == "log"
+    return est.where(~log, np.log(est.where(est > 0)))
 
 
 def compare(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
-    """One row per claim of either side: both verdicts and intervals, and ``agree``."""
+    """One row per claim of either side: both sides' columns (suffixes ``_a``, ``_b``), the
+    difference ``diff`` (test scale) with ``diff_low``/``diff_high`` and its ``df``,
+    ``consistent`` (B in A's prediction interval; NaN where either side has no standard
+    error) and ``agree`` (the verdicts)."""
     both = a.merge(b, on=KEY, how="outer", suffixes=("_a", "_b"), indicator=True)
-    both["agree"] = both["verdict_a"] == both["verdict_b"]
     both["present"] = both.pop("_merge").map({"both": "both", "left_only": "a only", "right_only": "b only"})
+    diff = _test_scale(both, "b") - _test_scale(both, "a")
+    sa, sb = both["se_a"].astype(float), both["se_b"].astype(float)
+    se = np.sqrt(sa**2 + sb**2)
+    df = se**4 / (sa**4 / both["df_a"].astype(float) + sb**4 / both["df_b"].astype(float))
+    half = pd.Series(stats.t.ppf(0.5 + LEVEL / 2, df.where(df > 0)), index=both.index) * se
+    ok = np.isfinite(half) & (se > 0) & np.isfinite(diff)
+    both["diff"], both["diff_se"], both["diff_df"] = diff, se, df
+    both["diff_low"], both["diff_high"] = (diff - half).where(ok), (diff + half).where(ok)
+    both["consistent"] = pd.Series(np.where(ok, (diff.abs() <= half), np.nan), index=both.index, dtype=object)
+    both["agree"] = both["verdict_a"] == both["verdict_b"]
     return both
 
 
@@ -52,19 +88,46 @@ def _iv(row, side: str) -> str:
     return f"{est:.3g} [{low:.3g}, {high:.3g}]"
 
 
+def _diff(row) -> str:
+    if not math.isfinite(row["diff"]):
+        return "-"
+    if row.get("scale_a") == "log":
+        e = math.exp
+        if not math.isfinite(row["diff_low"]):
+            return f"{e(row['diff']):.3g}× (no interval)"
+        return f"{e(row['diff']):.3g}× [{e(row['diff_low']):.3g}, {e(row['diff_high']):.3g}]"
+    if not math.isfinite(row["diff_low"]):
+        return f"{row['diff']:+.3g} (no interval)"
+    return f"{row['diff']:+.3g} [{row['diff_low']:+.3g}, {row['diff_high']:+.3g}]"
+
+
+def _yes(value) -> str:
+    if value is True or value == 1.0:
+        return "yes"
+    if value is False or value == 0.0:
+        return "**no**"
+    return "n/a"
+
+
 def markdown(table: pd.DataFrame, name_a: str, name_b: str) -> str:
-    lines = [f"| Pair | Claim | {name_a} | {name_b} | Agree |", "|---|---|---|---|---|"]
+    lines = [f"| Family | Pair | Claim | {name_a} | {name_b} | B − A [95 %] | B in A's 95 % PI | Verdicts agree |",
+             "|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for _, r in table.iterrows():
         pair = f"{r['model']} {str(r['algorithm']).upper()}, {r['controller']} vs {r['reference']}"
         va = r["verdict_a"] if isinstance(r["verdict_a"], str) else "(absent)"
         vb = r["verdict_b"] if isinstance(r["verdict_b"], str) else "(absent)"
         agree = "yes" if r["agree"] else "**no**"
-        lines.append(f"| {pair} | {r['claim']} | {va} {_iv(r, 'a')} | {vb} {_iv(r, 'b')} | {agree} |")
+        lines.append(f"| {r['family']} | {pair} | {r['claim']} | {va} {_iv(r, 'a')} | {vb} {_iv(r, 'b')} | "
+                     f"{_diff(r)} | {_yes(r['consistent'])} | {agree} |")  # fmt: skip
     n = len(table)
+    comparable = table["consistent"].isin([True, False, 1.0, 0.0])
+    consistent = int((table["consistent"] == True).sum())  # noqa: E712 (object column: True, False or NaN)
     agree = int(table["agree"].sum())
     held = table[(table["verdict_a"] == "holds") | (table["verdict_b"] == "holds")]
-    lines += ["", f"{agree} of {n} claims agree. Claims that hold on either side: {len(held)}, "
-              f"of which {int(held['agree'].sum())} hold on both."]
+    lines += ["", f"{consistent} of {int(comparable.sum())} estimates consistent (B's estimate within A's 95 % "
+              f"prediction interval; {n - int(comparable.sum())} of {n} claims without two standard errors). "
+              f"Verdicts: {agree} of {n} agree. Claims that hold on either side: {len(held)}, of which "
+              f"{int(held['agree'].sum())} hold on both."]  # fmt: skip
     return "\n".join(lines) + "\n"
 
 

@@ -10,6 +10,7 @@ Shape (keys not listed are rejected, so a typo does not silently fall back to a 
      "delta": 0.3,                           # optional: budget that picks the best static G
      "budgets": {"sagc": 0.3},               # optional: each controller's own budget
      "straggler_reports": {"tiny-qwen2": ".../models/tiny-qwen2/stragglers.json"},
+     "claims": {"controller": "sagc", ...},  # the pre-registered claims (registration.py)
      "wandb": {"source": "offline"}          # or {"source": "online", "entity": ...,
                                              #     "project": ..., "group": ...}
      "cells": [{"id": "tiny-qwen2/grpo/g4/seed0", "model": "tiny-qwen2", "algorithm": "grpo",
@@ -30,6 +31,7 @@ from typing import Annotated, Any, Optional
 
 from pydantic import AfterValidator, Field, ValidationError, ValidationInfo, model_validator
 
+from sagc.aggregate.registration import Registration
 from sagc.config_models import Expect, Flag, Integer, Number, OneOf, PositiveInt, Section, Text, describe
 
 TIME_UNITS = {"s": 1.0, "min": 60.0, "h": 3600.0}
@@ -99,6 +101,7 @@ class Grid(Section):
         default_factory=dict, description="controller sizing -> the budget delta it keeps (its claim)")
     straggler_reports: dict[str, RootedPath] = Field(
         default_factory=dict, description="model -> the base model's straggler report (stragglers.json)")
+    claims: Registration = Field(default_factory=Registration, description="the pre-registered claims")
 
     @model_validator(mode="after")
     def _cell_ids_are_unique(self) -> "Grid":
@@ -108,6 +111,27 @@ class Grid(Section):
                 raise ValueError(f"cells[{i}]: duplicate cell id {cell.id!r}")
             seen.add(cell.id)
         return self
+
+    @model_validator(mode="after")
+    def _claims_name_a_controller(self) -> "Grid":
+        problem = controller_problem(self.claims.controller, [c.sizing for c in self.cells])
+        if problem:
+            raise ValueError(problem)
+        return self
+
+
+def controller_problem(controller: str, sizings) -> str | None:
+    """Why ``claims.controller`` cannot be the primary family's controller for a grid of
+    ``sizings``, or None. A grid without any controller (a world check) has no family; a
+    grid with controllers must name one of them (a typo would silently drop the family)."""
+    from sagc.controller import fixed_group_size
+
+    sizings = list(dict.fromkeys(sizings))
+    controllers = [s for s in sizings if fixed_group_size(s) is None]
+    if controllers and controller not in controllers:
+        return (f"claims.controller {controller!r} is not one of the grid's controller sizings {controllers} "
+                "(the primary family needs its cells)")
+    return None
 
 
 def parse_grid(raw: Any, root: str | Path = ".", source: str = "grid") -> Grid:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 #: Tables in ``tables_dir``: CSV + Markdown + LaTeX each.
-TABLE_NAMES = ("efficiency", "downstream")
+TABLE_NAMES = ("efficiency", "downstream", "length_tail")
 TABLE_FORMATS = ("csv", "md", "tex")
 #: Further files in ``tables_dir``: the headline lines, per-seed detail, missing cells.
 EXTRA_TABLE_FILES = ("headline.md", "headline.csv", "efficiency_cells.csv", "downstream_cells.csv", "missing.json")

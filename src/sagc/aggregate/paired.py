@@ -13,9 +13,13 @@ minus (or over) the reference's — and then treats those S numbers as S indepen
 
 Each interval (``seed_interval``) is Student's t over the S per-seed values, S - 1 degrees
 of freedom (``scipy.stats.ttest_1samp``), with its two-sided p-value against the claim's
-null value, and the smallest effect the test detects with 80 % power at a given level
-(``statsmodels`` ``TTestPower``): a claim with a large ``mde`` was not powered to see a
-smaller effect, whatever its verdict.
+null value. ``pooled_interval`` pools several strata (model x algorithm pairs) into one
+estimate, the headline's primary claims (its docstring has the formula). Every interval
+carries its standard error and degrees of freedom, so a replication can compare estimates
+(``sagc.aggregate.compare``) and ``sagc.aggregate.power`` can state what it could detect.
+When every seed gives the same value there is no spread to test against: the p-value is
+NaN and the claim is *untestable* (per-seed values are discrete, so ties happen; a tie is
+not evidence).
 
 The per-seed values:
 
@@ -31,7 +35,7 @@ from __future__ import annotations
 import glob
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 import numpy as np
@@ -47,11 +51,13 @@ POWER = 0.8
 
 @dataclass(frozen=True)
 class Interval:
-    """A point estimate with its ``LEVEL`` interval over ``n`` seeds.
+    """A point estimate with its ``LEVEL`` interval over ``n`` seeds (in ``strata`` strata).
 
-    ``p`` is the two-sided p-value against ``null`` (NaN when fewer than 2 seeds or no
-    spread); ``sd`` the seeds' sample standard deviation; ``log`` marks an interval computed
-    on the log scale and shown exponentiated (speed-ups)."""
+    ``p`` is the two-sided p-value against ``null`` (NaN when untestable: no degrees of
+    freedom or no spread); ``sd`` the seeds' (pooled within-stratum) standard deviation,
+    ``se`` the estimate's standard error and ``df`` its degrees of freedom; ``log`` marks an
+    interval computed on the log scale and shown exponentiated (speed-ups): ``sd`` and
+    ``se`` are then on the log scale."""
 
     estimate: float
     low: float
@@ -61,11 +67,17 @@ class Interval:
     p: float = math.nan
     sd: float = math.nan
     log: bool = False
+    se: float = math.nan
+    df: float = math.nan
+    strata: int = 1
+
+    @property
+    def testable(self) -> bool:
+        return math.isfinite(self.p)
 
     def clipped(self, low: float, high: float) -> "Interval":
         """The interval cut to a parameter's range (a rate's interval ends inside [0, 1])."""
-        return Interval(self.estimate, max(self.low, low), min(self.high, high), self.n,
-                        self.null, self.p, self.sd, self.log)  # fmt: skip
+        return replace(self, low=max(self.low, low), high=min(self.high, high))
 
     def text(self, fmt: str = ".3f", scale: float = 1.0, suffix: str = "") -> str:
         if math.isnan(self.estimate):
@@ -73,24 +85,34 @@ class Interval:
         f = lambda v: "n/a" if math.isnan(v) else format(v * scale, fmt)  # noqa: E731
         return f"{f(self.estimate)}{suffix} [{f(self.low)}, {f(self.high)}]"
 
+    def on_test_scale(self, value: float) -> float:
+        """A value in the shown units on the scale the test runs on (log for speed-ups)."""
+        return math.log(value) if self.log else value
+
     def mde(self, alpha: float = 1 - LEVEL, power: float = POWER) -> float:
         """The smallest true effect (distance from ``null``, in the shown units; for a
-        log-scale interval, the speed-up factor) that a two-sided t test at ``alpha`` on
-        these seeds detects with ``power``, given their observed spread."""
-        if self.n < 2 or not math.isfinite(self.sd):
-            return math.nan
-        from statsmodels.stats.power import TTestPower
+        log-scale interval, the speed-up factor) that a two-sided t test at ``alpha`` with
+        this interval's standard error and degrees of freedom detects with ``power``."""
+        from sagc.aggregate.power import detectable_distance
 
-        d = TTestPower().solve_power(effect_size=None, nobs=self.n, alpha=alpha, power=power,
-                                     alternative="two-sided")  # fmt: skip
-        effect = float(d) * self.sd
-        return math.exp(effect) if self.log else effect
+        effect = detectable_distance(self.se, self.df, alpha, power)
+        return math.exp(effect) if self.log and math.isfinite(effect) else effect
+
+
+def _clean(values: Sequence[float]) -> np.ndarray:
+    return np.asarray([v for v in values if v is not None and math.isfinite(v)], dtype=float)
+
+
+def _tied(sd: float, mean: float) -> bool:
+    """Equal up to rounding: a t statistic over such a spread would be noise."""
+    return sd <= 1e-12 * max(1.0, abs(mean))
 
 
 def seed_interval(values: Sequence[float], null: float = 0.0) -> Interval:
     """Mean of per-seed ``values`` with its t interval (S - 1 degrees of freedom) and the
-    two-sided p-value against ``null``. NaN values (a seed without the statistic) drop out."""
-    x = np.asarray([v for v in values if v is not None and math.isfinite(v)], dtype=float)
+    two-sided p-value against ``null``. NaN values (a seed without the statistic) drop out.
+    Every seed equal: a point interval, p NaN (untestable)."""
+    x = _clean(values)
     n = int(x.size)
     if n == 0:
         return Interval(math.nan, math.nan, math.nan, 0, null)
@@ -98,24 +120,66 @@ def seed_interval(values: Sequence[float], null: float = 0.0) -> Interval:
     if n == 1:
         return Interval(mean, math.nan, math.nan, 1, null)
     sd = float(x.std(ddof=1))
-    if sd <= 1e-12 * max(1.0, abs(mean)):  # equal up to rounding (a t statistic would be noise)
-        sd = 0.0
-    if sd == 0.0:
-        # Every seed gave the same value: a point interval, and no test to make.
-        p = 0.0 if mean != null else 1.0
-        return Interval(mean, mean, mean, n, null, p, 0.0)
+    if _tied(sd, mean):
+        return Interval(mean, mean, mean, n, null, math.nan, 0.0, se=0.0, df=n - 1)
     res = stats.ttest_1samp(x, popmean=null)
     ci = res.confidence_interval(LEVEL)
-    return Interval(mean, float(ci.low), float(ci.high), n, null, float(res.pvalue), sd)
+    return Interval(mean, float(ci.low), float(ci.high), n, null, float(res.pvalue), sd,
+                    se=sd / math.sqrt(n), df=n - 1)  # fmt: skip
+
+
+def pooled_interval(strata: Sequence[Sequence[float]], null: float = 0.0) -> Interval:
+    """One estimate over K strata (model x algorithm pairs) of per-seed paired values: a
+    stratified paired t.
+
+    With x_ki the value of seed i in stratum k (n_k seeds, mean m_k)::
+
+        estimate = (1/K) sum_k m_k                              (each stratum weighs the same)
+        s_p^2    = sum_k sum_i (x_ki - m_k)^2 / df              (pooled within-stratum variance)
+        df       = sum_k (n_k - 1)
+        se       = s_p * sqrt(sum_k 1/n_k) / K
+        t        = (estimate - null) / se,  two-sided p from Student's t with df
+
+    It is the contrast "mean of the stratum effects" of a least-squares fit with one mean per
+    stratum (``tests/aggregate/test_pooled.py`` checks it against statsmodels' OLS). The
+    strata share one spread (the seed-to-seed noise of the same pipeline), which buys df:
+    4 strata x 5 seeds give 16 instead of 4. A stratum of one seed adds its mean and no df.
+    No df or no spread: p NaN (untestable)."""
+    xs = [x for x in map(_clean, strata) if x.size]
+    if not xs:
+        return Interval(math.nan, math.nan, math.nan, 0, null, strata=0)
+    k = len(xs)
+    ns = np.array([x.size for x in xs], dtype=float)
+    estimate = float(np.mean([x.mean() for x in xs]))
+    n, df = int(ns.sum()), int((ns - 1).sum())
+    if df == 0:
+        return Interval(estimate, math.nan, math.nan, n, null, strata=k)
+    sd = math.sqrt(sum(float(((x - x.mean()) ** 2).sum()) for x in xs) / df)
+    if _tied(sd, estimate):
+        return Interval(estimate, estimate, estimate, n, null, math.nan, 0.0, se=0.0, df=df, strata=k)
+    se = sd * math.sqrt(float((1 / ns).sum())) / k
+    t = (estimate - null) / se
+    half = float(stats.t.ppf(0.5 + LEVEL / 2, df)) * se
+    return Interval(estimate, estimate - half, estimate + half, n, null, float(2 * stats.t.sf(abs(t), df)),
+                    sd, se=se, df=df, strata=k)  # fmt: skip
+
+
+def as_ratio(iv: Interval) -> Interval:
+    """A log-scale interval shown as a ratio (``exp``; null 1x); sd and se stay on the log scale."""
+    e = lambda v: math.exp(v) if math.isfinite(v) else math.nan  # noqa: E731
+    return replace(iv, estimate=e(iv.estimate), low=e(iv.low), high=e(iv.high), null=e(iv.null), log=True)
+
+
+def log_ratios(pairs: Sequence[tuple[float, float]]) -> list[float]:
+    """Per seed: log(ref / ctrl) of summed costs ``(ref, ctrl)``; pairs with a non-positive
+    side drop out."""
+    return [math.log(r / c) for r, c in pairs if r > 0 and c > 0]
 
 
 def ratio_interval(pairs: Sequence[tuple[float, float]]) -> Interval:
     """The speed-up ``ref / ctrl`` from per-seed summed costs ``(ref, ctrl)``: the t
     interval of log(ref / ctrl) over seeds, exponentiated (1.0 = no speed-up)."""
-    logs = [math.log(r / c) for r, c in pairs if r > 0 and c > 0]
-    iv = seed_interval(logs, null=0.0)
-    e = lambda v: math.exp(v) if math.isfinite(v) else math.nan  # noqa: E731
-    return Interval(e(iv.estimate), e(iv.low), e(iv.high), iv.n, 1.0, iv.p, iv.sd, log=True)
+    return as_ratio(seed_interval(log_ratios(pairs), null=0.0))
 
 
 # --------------------------------------------------------------------------- pairing

@@ -27,13 +27,13 @@ import numpy as np
 import pandas as pd
 
 from sagc import metrics
-from sagc.aggregate import paired, verdicts
+from sagc.aggregate import paired, primary, verdicts
 from sagc.aggregate.collect import CellResult, Collected
 from sagc.aggregate.grid import TIME_UNITS
 from sagc.aggregate.palette import sizing_order
 from sagc.aggregate.render import latex_table, markdown_table
 from sagc.aggregate.stats import MeanStd, reference_sizing
-from sagc.aggregate.verdicts import paired_totals, seed_means
+from sagc.aggregate.perseed import paired_totals, seed_means
 from sagc.controller import fixed_group_size
 
 MISSING = "missing"
@@ -170,7 +170,7 @@ def step_interval(rs: list[CellResult], metric: str, which: str = "all", last_k:
 
 def speedup(ref_rs: list[CellResult], ctrl_rs: list[CellResult], metric: str) -> paired.Interval:
     """The geometric mean over seeds of summed ref cost / summed ctrl cost (paired steps)."""
-    return paired.ratio_interval(paired_totals(ref_rs, ctrl_rs, metric))
+    return paired.ratio_interval(list(paired_totals(ref_rs, ctrl_rs, metric).values()))
 
 
 def _efficiency_stats(rs: list[CellResult], divisor: float, last_k: int = 5) -> dict:
@@ -346,7 +346,7 @@ def downstream_table(collected: Collected) -> Table:
         "one unit; Student's t, seeds - 1 degrees of freedom); for one evaluation (a base model), "
         "± lm-eval's standard error over problems. Lenient and pass@n: mean ± sd over seeds. Mean "
         "output length averaged over the benchmarks.",
-    ] + missing_notes(collected)
+    ] + _pass_gain_notes(collected) + missing_notes(collected)
     frame = pd.DataFrame(rows_num)
     # Order rows the same way in every table: bases first, then training cells.
     return Table("downstream", frame, headers, rows_txt, notes)
@@ -437,39 +437,184 @@ def reference_rows(collected: Collected) -> list[str]:
     return rows
 
 
+def _plan_note(reg) -> str:
+    if reg.plan_provisional:
+        return (" **The plan is provisional** (`claims.plan_provisional`): its effects and spreads are "
+                "placeholders, not measured on development seeds, so the planned power is a guess.")
+    return ""
+
+
+def _primary_section(collected: Collected, claims: list[verdicts.Claim]) -> str:
+    reg = collected.grid.claims
+    fam = [c for c in claims if c.family == verdicts.PRIMARY]
+    if not fam:
+        return ("## Primary claims\n\n- (no controller sizing in the grid)\n" if not any(
+            fixed_group_size(r.cell.sizing) is None for r in collected.cells) else
+            f"## Primary claims\n\n- none: `claims.controller` {reg.controller} has no complete pair\n")
+    held, tested = verdicts.family_counts(claims, verdicts.PRIMARY)
+    m = len(fam)
+    low = [c.id for c in fam if c.power_planned < reg.power_target]
+    power = (f" Planned power below the target {reg.power_target:.0%}: {', '.join(low)}." if low else
+             f" Every primary has planned power ≥ {reg.power_target:.0%}.")
+    return (
+        "## Primary claims (pre-registered)\n\n"
+        f"**{held} of {m} primary claims hold** (Holm over these {m} claims only, family-wise error "
+        f"{reg.alpha:.0%}; {tested} testable). Each pools the model × algorithm strata: per seed the "
+        "controller's value minus (or over) the reference's of the same seed, the mean of the strata's "
+        "means, the pooled within-stratum spread, df = Σ (seeds − 1). Planned power: the config's plan "
+        f"at these seeds, at α / {m} (the first Holm step, conservative); observed power: the planned "
+        f"effect against the spread these seeds showed.{power}{_plan_note(reg)}\n\n"
+        + "\n".join(verdicts.summary_markdown(claims)) + "\n\n"
+        + "\n".join(f"- {c.line()}" for c in fam) + "\n"
+    )
+
+
+def _control_section(claims: list[verdicts.Claim]) -> str:
+    ctl = [c for c in claims if c.family == verdicts.CONTROL]
+    if not ctl:
+        return "## Positive control\n\n- none: the grid has fewer than two fixed group sizes\n"
+    c = ctl[0]
+    flag = "" if c.verdict == verdicts.HOLDS else (
+        f"**WARNING: THE POSITIVE CONTROL DID NOT HOLD ({c.verdict}).** {c.controller} should straggle "
+        f"less than {c.reference} in any world where group size matters: either the machinery (logging, "
+        "pairing, pooling) or the world is broken. Read no other claim of this page before finding out.\n\n")
+    return f"## Positive control\n\n{flag}- {c.line()}\n"
+
+
+def _secondary_section(claims: list[verdicts.Claim]) -> str:
+    parts = []
+    for sid, (gate, what) in primary.SECONDARIES.items():
+        fam = [c for c in claims if c.family == f"{verdicts.SECONDARY} {sid}"]
+        if fam:
+            held, _ = verdicts.family_counts(claims, f"{verdicts.SECONDARY} {sid}")
+            parts.append(f"### {sid}: {what} (gate {gate}; {held} of {len(fam)} hold)\n\n"
+                         + "\n".join(f"- {c.line()}" for c in fam))
+    if not parts:
+        return ""
+    return ("## Secondary claims (gated)\n\nEach family refines one primary and is tested (Holm within the "
+            "family) only when that primary holds; otherwise its claims read *not tested* and their intervals "
+            "are description only.\n\n" + "\n\n".join(parts) + "\n")
+
+
+def _exploratory_section(claims: list[verdicts.Claim]) -> str:
+    fams = list(dict.fromkeys(c.family for c in claims if c.family.startswith(verdicts.EXPLORATORY)))
+    if not fams:
+        return ""
+    body = "\n".join(f"- *{f}*: {c.line()}" for f in fams for c in claims if c.family == f)
+    return ("## Exploratory: other controllers (not pre-registered)\n\nThe primary claims' kinds for each "
+            f"other controller, Holm within each controller's family.\n\n{body}\n")
+
+
 def headline_markdown(collected: Collected, claims: list[verdicts.Claim] | None = None) -> str:
-    claims = verdicts.headline_claims(collected) if claims is None else claims
-    body = "\n".join(f"- {c.line()}" for c in claims) if claims else "- (no controller sizing in the grid)"
-    tested = sum(c.verdict != verdicts.MISSING and not np.isnan(c.p_holm) for c in claims)
-    held = sum(c.verdict == verdicts.HOLDS for c in claims)
+    claims = primary.headline_claims(collected) if claims is None else claims
+    reg = collected.grid.claims
     seeds = sorted({r.cell.seed for r in collected.cells})
-    summary = (f"{held} of {tested} claims hold after Holm–Bonferroni over the family of all {tested} "
-               f"tested claims (family-wise error {verdicts.ALPHA:.0%})." if tested else
-               "No claim could be tested: a claim needs at least 2 seeds, and every verdict is inconclusive.")
+    largest = reference_sizing(r.cell.sizing for r in collected.cells) or "none"
+    sections = [_primary_section(collected, claims), _control_section(claims), _secondary_section(claims),
+                _exploratory_section(claims)]  # fmt: skip
     return (
         f"# Headline results: {collected.grid.name}\n\n"
-        f"Seeds {seeds}: each training run is one unit. {summary}\n\n"
+        f"Seeds {seeds}: each training run is one unit. Pre-registered in the config (`claims:`): "
+        f"controller **{reg.controller}**, reference **{largest}** (the largest fixed G), registered cost "
+        f"**{reg.cost}**, accuracy margin {reg.accuracy_margin * 100:g} pts ({reg.accuracy_margin_reason}), "
+        f"budget margin ε = {reg.budget_margin * 100:g} pts ({reg.budget_margin_reason}), α = {reg.alpha:.0%}.\n\n"
         + "\n".join(reference_rows(collected)) + "\n\n"
-        + "\n".join(verdicts.summary_markdown(claims)) + "\n\n"
-        f"## Every claim\n\n{body}\n\n"
+        + "\n".join(s for s in sections if s) + "\n"
         "## Did training improve the policy?\n\n" + "\n".join(learning_rows(collected)) + "\n\n"
         "## Straggler rate of the fixed group sizes over training\n\n"
         + "\n".join(straggler_structure(collected)) + "\n\n"
-        "How to read a claim (`sagc.aggregate.verdicts`): one number per seed (the controller "
-        "minus the reference of the same seed and prompt stream, or over it for a speed-up), "
-        "Student's t over seeds (seeds - 1 degrees of freedom), 95 % interval in brackets "
-        "(unadjusted). The p-value of each claim's two-sided test against its null (no "
-        "difference; 1× speed-up; minus the margin for *not worse*; δ for the budget) is "
-        "Holm-adjusted over every claim of this page. A claim *holds* when the adjusted p is "
-        "below 5 % and the estimate is on the claimed side, *fails* when it is below 5 % on the "
-        "other side, and is *inconclusive* otherwise. *Detectable effect*: the smallest true "
-        "distance from the null that these seeds would detect with 80 % power at the family's "
-        "first Holm step (5 % / number of claims). The best static G is the largest fixed G "
-        "whose base-model straggler rate (the world's straggler report, before training) is at "
-        "most δ. Accuracy: the strict score (the last boxed answer, as the prompt asks; avg@n "
-        "over each problem's n samples); the lenient score and pass@n are in `downstream.md`. "
-        "Costs: decode steps per step (machine-independent); CPU time and wall-clock beside them.\n"
+        "How to read a claim (`sagc.aggregate.verdicts`, `sagc.aggregate.primary`): one number per seed (the "
+        "controller minus the reference of the same seed and prompt stream, or log of the reference over it "
+        "for a speed-up); Student's t, 95 % interval in brackets (unadjusted). The p-value of each claim's "
+        "two-sided test against its null (no difference; 1× speed-up; minus the margin for *not worse*; "
+        "δ + ε for the budget) is Holm-adjusted within its family. A claim *holds* when the adjusted p is "
+        "below α and the estimate is on the claimed side, *fails* when it is below α on the other side, is "
+        "*inconclusive* otherwise, *untestable* without a spread to test against (one seed, or every seed "
+        "the same value), and *not tested* when its gate did not hold. *Detectable effect*: the smallest "
+        "true distance from the null these seeds would detect with 80 % power at the family's first Holm "
+        "step. The best static G is the largest fixed G whose base-model straggler rate (the world's "
+        "straggler report, before training) is at most δ. Accuracy: the strict score (the last boxed "
+        "answer; avg@n over each problem's n samples). Costs: `step_cost` = decode steps + "
+        "`sagc.costs.TRAIN_TOKEN_WEIGHT` × trained padded tokens; `decode_steps` the decodes alone.\n"
     )
+
+
+# --------------------------------------------------------------------------- length tail
+
+
+def length_tail_table(collected: Collected) -> Table:
+    """The length tail of the largest fixed G's rollouts, per model x algorithm (every step of
+    every seed's ``lengths.jsonl`` pooled; ``sagc.lengths.tail_table``), next to the statistics
+    of a real RL run (``sagc.lengths.REAL_RUN_TAIL``): does the world's tail look like a real one?"""
+    from sagc.lengths import REAL_RUN_TAIL, TAIL_GROUP_SIZE, tail_table
+    from sagc.trace import read_trace
+    from sagc.train.run import LENGTHS_FILE
+
+    stats_ = list(REAL_RUN_TAIL)
+    largest = reference_sizing(r.cell.sizing for r in collected.cells)
+    rows_num, rows_txt = [{"model": "real run", "algorithm": "-", "sizing": "-", "seeds": "", **REAL_RUN_TAIL}], []
+    rows_txt.append(["real run", "-", "-", "-", "-"] + [_tail_fmt(k, REAL_RUN_TAIL[k]) for k in stats_])
+    for model, algo, sizing, rs in groups(collected):
+        if sizing != largest:
+            continue
+        traces = [Path(r.cell.train_dir) / LENGTHS_FILE for r in rs if r.complete]
+        found = [t for t in traces if t.is_file()]
+        groups_ = [g for t in found for step in read_trace(t) for g in step.lengths]
+        tail = tail_table(groups_)
+        rows_num.append({"model": model, "algorithm": algo, "sizing": sizing, "seeds": len(found), **tail})
+        rows_txt.append([model, algo, sizing, f"{len(found)}/{len(rs)}", str(tail["blocks"])]
+                        + [_tail_fmt(k, tail[k]) for k in stats_])  # fmt: skip
+    rows_txt[0][4] = "-"
+    headers = ["Model", "Algorithm", "Sizing", "Seeds", f"Blocks of {TAIL_GROUP_SIZE}"] + stats_
+    notes = [f"Every step of every seed's lengths.jsonl of the largest fixed G ({largest}), seeds pooled, cut "
+             f"into blocks of {TAIL_GROUP_SIZE} completions of one prompt (sagc.lengths.tail_table); the first row "
+             "is a real RL run's (sagc.lengths.REAL_RUN_TAIL). Shares in %; sd of log length and the between-"
+             "prompt share of its variance as numbers."] + missing_notes(collected)
+    return Table("length_tail", pd.DataFrame(rows_num), headers, rows_txt, notes)
+
+
+def _tail_fmt(key: str, value: float) -> str:
+    if not isinstance(value, (int, float)) or math.isnan(value):
+        return MISSING
+    return f"{value:.2f}" if key.startswith(("sd_", "between")) else f"{value * 100:.1f}"
+
+
+# --------------------------------------------------------------------------- pass@n
+
+
+def pass_gain_family(collected: Collected) -> list[verdicts.Claim]:
+    """Exploratory family (not pre-registered): at the largest fixed G, does RL raise avg@n
+    more than pass@n? Per seed, (avg@n - base avg@n) - (pass@n - base pass@n) from the
+    evaluation summaries; one claim per model x algorithm and task, Holm over them."""
+    largest = reference_sizing(r.cell.sizing for r in collected.cells)
+    base = {b.base.model: b.eval for b in collected.base if b.eval and not b.missing}
+    alpha = collected.grid.claims.alpha
+    claims = []
+    for model, algo, sizing, rs in groups(collected):
+        if sizing != largest or model not in base:
+            continue
+        for task in verdicts.tasks_of(collected):
+            if task not in base[model]:
+                continue
+            b = base[model][task]
+            vals = [(r.eval[task]["accuracy"] - b["accuracy"]) - (r.eval[task]["pass_at_n"] - b["pass_at_n"])
+                    for r in rs if r.complete and r.eval and task in r.eval]  # fmt: skip
+            claims.append(verdicts.Claim(model, algo, sizing, "base", f"{task} avg@n gain exceeds pass@n gain",
+                                         "above", paired.seed_interval(vals), "",
+                                         family=f"{verdicts.EXPLORATORY} pass@n"))  # fmt: skip
+    return verdicts.family(claims, alpha) if claims else []
+
+
+def _pass_gain_notes(collected: Collected) -> list[str]:
+    fam = pass_gain_family(collected)
+    if not fam:
+        return []
+    held = sum(c.verdict == verdicts.HOLDS for c in fam)
+    p = max((c.p_holm for c in fam if not math.isnan(c.p_holm)), default=math.nan)
+    per = "; ".join(f"{c.model} {c.algorithm.upper()} {c.claim.split(' ')[0]} {c.shown()} ({c.verdict})" for c in fam)
+    return [f"Exploratory family (not pre-registered): at {fam[0].controller}, the avg@n gain over the base model "
+            f"exceeds the pass@n gain (per seed, gain difference): {per}. Holm over the {len(fam)}: {held} hold, "
+            f"largest adjusted p {'-' if math.isnan(p) else format(p, '.3g')}."]
 
 
 def write_tables(collected: Collected, directory: str | Path | None = None) -> list[Path]:
@@ -478,11 +623,12 @@ def write_tables(collected: Collected, directory: str | Path | None = None) -> l
     directory.mkdir(parents=True, exist_ok=True)
     paths = efficiency_table(collected).write(directory)
     paths += downstream_table(collected).write(directory)
+    paths += length_tail_table(collected).write(directory)
     for name, frame in (("efficiency_cells", efficiency_cells(collected)),
                         ("downstream_cells", downstream_cells(collected))):  # fmt: skip
         frame.to_csv(directory / f"{name}.csv", index=False, float_format="%.6g")
         paths.append(directory / f"{name}.csv")
-    claims = verdicts.headline_claims(collected)
+    claims = primary.headline_claims(collected)
     (directory / "headline.md").write_text(headline_markdown(collected, claims))
     verdicts.headline_frame(claims).to_csv(directory / "headline.csv", index=False, float_format="%.6g")
     paths += [directory / "headline.md", directory / "headline.csv"]
@@ -491,5 +637,5 @@ def write_tables(collected: Collected, directory: str | Path | None = None) -> l
 
 __all__ = [
     "Table", "efficiency_table", "downstream_table", "efficiency_cells", "downstream_cells",
-    "headline_markdown", "write_tables",
+    "headline_markdown", "length_tail_table", "pass_gain_family", "write_tables",
 ]  # fmt: skip

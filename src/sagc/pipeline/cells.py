@@ -79,7 +79,10 @@ def cell_settings(config: dict[str, Any], grid: Grid, cell: Cell) -> dict[str, A
     train = {k: v for k, v in config["train"].items()}
     train["seed"] = cell.train_seed
     launch = pipeline_launch(config, cell.model)
-    device = dict(config.get("device", {}))
+    from sagc.train.config import DeviceSection
+
+    # the trainer's keys: the memory plan's own (device.memory_*) stay in the pipeline
+    device = {k: v for k, v in config.get("device", {}).items() if k in DeviceSection.model_fields}
     if device.get("vllm_gpu_memory_utilization") == "auto":
         from sagc.pipeline.memory import vllm_share
 
@@ -207,6 +210,7 @@ def aggregate_grid(config: dict[str, Any], grid: Grid) -> dict[str, Any]:
         "delta": measurement_budget(config),
         "budgets": {s: b for s in grid.sizings if (b := sizing_budget(config, s)) is not None},
         "straggler_reports": world_of(config).straggler_reports(grid),
+        "claims": config.get("claims", {}),
     }
 
 

@@ -21,7 +21,8 @@ What the model takes from the code instead of restating it:
   key the trainer accepts is a key the pipeline accepts, and absent keys take the
   trainer's default (no train key but ``TRAIN_FILLED`` is filled in by the schema, so
   adding a trainer default never changes existing cells' configs);
-- the aggregation's defaults from ``sagc.aggregate.grid.Grid``;
+- the aggregation's defaults from ``sagc.aggregate.grid.Grid``, and the ``claims`` block
+  whole from ``sagc.aggregate.registration.Registration`` (the pre-registered headline);
 - the ``sagc`` and ``sagc_prompt`` blocks (keys, types, ranges, descriptions) from the
   controllers' config classes (``SAGCConfig``, ``PromptSAGCConfig``), where each key is
   declared once (``sagc.settings``);
@@ -47,6 +48,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sagc.aggregate.grid import TIME_UNITS
 from sagc.aggregate.grid import Grid as AggregateDefaults
+from sagc.aggregate.registration import Registration
 from sagc.config_models import Number, Text
 from sagc.controller import POLICIES, SAGCConfig, sizing_pattern
 from sagc.evaluate.config import EvalSettings
@@ -145,7 +147,16 @@ class DeviceBlock(DeviceSection):
             " \"auto\": the smallest share that holds the engine's weights, a workspace and the KV cache of "
             "its rows of the grid's largest step at the length cap (sagc.pipeline.memory.vllm_share), the "
             "same for every cell of a model; needs device.gpu_memory_gib. With device.vllm_sleep_mode the "
-            "loss pass does not pay for it."))
+            "loss pass does not pay for it. Where the generation phase leaves less room, the largest share "
+            "it leaves (rows may then queue: warned)."))
+    # The memory plan's own keys (sagc.pipeline.memory), not the trainer's: no cell carries them.
+    memory_margin_gib: Number(ge=0.0) = Field(4.0, description=(
+        "GiB each phase of the memory plan keeps free for what it does not model: the caching "
+        "allocator's fragmentation at the peak (a few percent of what it holds) and memory outside "
+        "the allocator (NCCL buffers beyond the plan's runtime). Unused with memory_measured."))
+    memory_measured: Optional[str] = Field(None, description=(
+        "A JSON of benchmarks/gpu_memory_check.py run on the card: its measured activation factors, "
+        "runtime and fragmentation replace the plan's stated margins (memory_margin_gib)."))
 
 
 #: The train keys whose default the schema fills in (the rest stay absent: the trainer's).
@@ -167,6 +178,14 @@ class LaunchBlock(_Block):
     processes_per_node: PositiveInt = Field(LaunchSection.default("processes_per_node"), description=(
         "Training processes per machine: one per GPU (device.use_cpu=false), or CPU processes over gloo. "
         "Every step's P x G rollouts must split evenly across all processes."))
+    # What a stop on a signal needs (sagc.pipeline.launch.stop_warning_s), not the trainer's keys.
+    stop_step_s: PositiveInt = Field(300, description=(
+        "Seconds the longest training step may take (a step at G_max, every row at the cap): a stop "
+        "signal lets the running step finish before the checkpoint."))
+    stop_save_s: PositiveInt = Field(60, description=(
+        "Seconds a checkpoint save takes (weights and optimizer state to the results' filesystem). "
+        "SLURM's early warning (--signal=USR1@N, the train rule's slurm_extra) is stop_step_s + "
+        "stop_save_s."))
 
 
 class EvaluateBlock(EvalSettings):
@@ -257,6 +276,10 @@ class PipelineConfig(_Block):
     evaluate: EvaluateBlock = {}
     wandb: WandbBlock = {}
     aggregate: AggregateBlock = {}
+    claims: Registration = Field({}, description=(
+        "The headline's pre-registered claims (sagc.aggregate.registration): the controller of the primary "
+        "family, the registered cost, the margins and why, the level, and the planned effects and spreads "
+        "the dry run turns into planned power."))
     simulate: SimulateBlock = {}
     device: DeviceBlock = {}
     launch: LaunchBlock = Field({}, description=(

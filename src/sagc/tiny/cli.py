@@ -9,7 +9,7 @@ Commands (every flag has a default; bad values exit with a message naming the fl
     base-model  --arch qwen2|llama --data DIR --tokenizer DIR --out DIR [--seed 0]
                 [--hidden-size ... --num-layers ... (ModelSize)]
                 [--warm-steps 1000 --warm-batch-size 16 --warm-learning-rate 3e-3
-                 --warm-miscount-frac 0.3 --warm-slip-frac 0.15 --warm-check-frac 0.03
+                 --warm-miscount-frac 0.3 --warm-slip-frac 0.15 --warm-check-frac 0.12
                  --warm-lesson-frac 0.5 ... (WarmStartParams)]
                 [--eval-samples 128] [--threads 1]
     measure     --model DIR --data DIR --out FILE.json [--group-sizes 4 8 16] [--steps 30]

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import torch
 
-from sagc.lengths import as_groups, length_stats
+from sagc.lengths import REAL_RUN_TAIL, TAIL_GROUP_SIZE, as_groups, length_stats, tail_table
 from sagc.rewards import correctness_reward, format_reward
 from sagc.tiny.task import BEHAVIOURS, Problem, behaviour_of
 
@@ -162,6 +162,7 @@ class GroupSizeResult:
     update_seconds_mean: float  # forward + backward on the step's rollouts
     generation_share: float  # generate / (generate + update)
     lengths: dict = field(default_factory=dict)
+    tail: dict = field(default_factory=dict)  # lengths.tail_table of its groups (G >= 8)
     behaviours: dict = field(default_factory=dict)
     ratios: list = field(default_factory=list)
 
@@ -185,10 +186,11 @@ def measure_group_sizes(model, tokenizer, rows: list[dict], group_sizes: list[in
     model.eval()
     results = []
     all_lengths: list[int] = []
+    tail_groups: list[list[int]] = []  # every group of >= TAIL_GROUP_SIZE completions
     for g in group_sizes:
         rng = random.Random(seed * 1000 + g)
         torch.manual_seed(seed * 1000 + g)
-        flags, ratios, rewards, varied, secs, upd, lens_g = [], [], [], [], [], [], []
+        flags, ratios, rewards, varied, secs, upd, lens_g, g_groups = [], [], [], [], [], [], [], []
         texts_g, prompts_g = [], []
         for _ in range(steps):
             chunk = rng.sample(rows, prompts_per_step)
@@ -201,6 +203,7 @@ def measure_group_sizes(model, tokenizer, rows: list[dict], group_sizes: list[in
             answers = [r["answer"] for r in chunk for _ in range(g)]
             correct = correctness_reward(None, texts, answer=answers)
             groups = [lens[i * g : (i + 1) * g] for i in range(prompts_per_step)]
+            g_groups += groups
             stats = length_stats(as_groups(groups), scope="step")
             ratios.append(stats.ratio)
             flags.append(stats.ratio > tau)
@@ -210,6 +213,8 @@ def measure_group_sizes(model, tokenizer, rows: list[dict], group_sizes: list[in
             varied += [len(set(correct[i * g : (i + 1) * g])) > 1 for i in range(prompts_per_step)]
             lens_g += lens
         all_lengths += lens_g
+        if g >= TAIL_GROUP_SIZE:
+            tail_groups += g_groups
         results.append(GroupSizeResult(
             group_size=g,
             steps=steps,
@@ -221,6 +226,7 @@ def measure_group_sizes(model, tokenizer, rows: list[dict], group_sizes: list[in
             update_seconds_mean=float(np.mean(upd)) if upd else float("nan"),
             generation_share=float(np.sum(secs) / (np.sum(secs) + np.sum(upd))) if upd else float("nan"),
             lengths=describe_lengths(lens_g, params.max_new_tokens),
+            tail=tail_table(g_groups) if g >= TAIL_GROUP_SIZE else {},
             behaviours=behaviour_shares(texts_g, prompts_g, rewards),
             ratios=[round(r, 3) for r in ratios],
         ))
@@ -231,4 +237,7 @@ def measure_group_sizes(model, tokenizer, rows: list[dict], group_sizes: list[in
         "seed": seed,
         "per_group_size": [asdict(r) for r in results],
         "lengths": describe_lengths(all_lengths, params.max_new_tokens),
+        # The length tail at the real run's group size, over every G >= 8, beside the real run's.
+        "tail": tail_table(tail_groups),
+        "real_run_tail": dict(REAL_RUN_TAIL),
     }

@@ -22,7 +22,7 @@ The warm start (``warmstart.py``) teaches a *mixture* of behaviours rendered by
 * **check**: after the first pass, one or two careful re-derivations from the start to the
   target (a ``check`` line, the prompt line again, then the chain), boxing *their* result,
   so a check repairs a slip or a miscount of the first pass. Each pass adds ``8 n + 13``
-  tokens: a check row is two to four times as long as a plain one, the rare per-rollout
+  tokens: a check row is two to four times as long as a plain one, the per-rollout
   long row that makes a step at G=16 straggle far more often than at G=4
   (``sagc.tiny.measure`` reports it). In the data a check always pays; the tiny README has
   how often the models' own checks do.

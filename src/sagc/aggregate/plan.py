@@ -1,0 +1,141 @@
+"""Planned power of the pre-registered primaries: before a run (the dry run's lines) and from
+a development-seed run (the command).
+
+    python -m sagc.aggregate.plan results/dev [--seeds 3 5 8] [--alpha 0.05]
+
+reads the finished run's ``tables/headline.csv`` (or the file itself): for each primary, its
+pooled estimate (the effect) and pooled per-seed spread (sd) on the test scale, the power
+those give at 3..10 seeds per stratum (or ``--seeds``) with the run's strata, and the YAML
+block to paste into a config's ``claims:`` (``plan`` and ``plan_provisional: false``).
+Plan on development seeds only: a plan read off the report seeds is not a plan.
+
+``dry_run_lines(config)`` is what the workflow prints when it parses a config: the family,
+each primary's planned power at the config's strata and seeds (at alpha / m, the first
+Holm step: conservative), the power at other seed counts, and what an extra seed costs in
+GPU-hours where the config states ``claims.gpu_hours_per_cell``. See
+``sagc.aggregate.power`` for the formula.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+from sagc.aggregate.grid import controller_problem
+from sagc.aggregate.power import planned_power
+from sagc.aggregate.registration import PRIMARIES, PRIMARY, Registration
+
+#: Seeds per stratum the power table shows by default.
+SEED_RANGE = tuple(range(3, 11))
+
+
+def _fixed(sizings) -> list[tuple[int, str]]:
+    from sagc.controller import fixed_group_size
+
+    return sorted((fixed_group_size(s), s) for s in sizings if fixed_group_size(s) is not None)
+
+
+def dry_run_lines(config: dict[str, Any]) -> list[str]:
+    """The primary family with its planned power, for the dry run (a prepared config:
+    defaults filled). Raises ``ValueError`` naming ``claims.controller`` when it names no
+    controller of a grid that has some."""
+    reg = Registration.from_dict(config.get("claims"))
+    problem = controller_problem(reg.controller, config["sizings"])
+    if problem:
+        raise ValueError(f"config key 'claims.controller': {problem}")
+    fixed = _fixed(config["sizings"])
+    if reg.controller not in config["sizings"] or not fixed:
+        why = "the grid trains no controller" if reg.controller not in config["sizings"] else "no fixed G to compare"
+        return [f"pre-registered claims: no primary family ({why})"]
+    ref = fixed[-1][1]
+    strata, seeds = len(config["models"]) * len(config["algorithms"]), len(config["seeds"])
+    m = len(PRIMARIES)
+    alpha = reg.alpha / m
+    df = strata * (seeds - 1)
+    lines = [f"pre-registered primary family (claims:): {reg.controller} vs {ref}, pooled over {strata} model x "
+             f"algorithm strata x {seeds} seeds (df {df}); Holm over {m} at alpha {reg.alpha:g}, planned power "
+             f"at alpha/{m} = {alpha:.4g} (the first Holm step, conservative):"]  # fmt: skip
+    for p in PRIMARIES:
+        planned = p.planned(reg)
+        power = planned_power(p.planned_distance(reg), planned.sd, [seeds] * strata, alpha)
+        low = f" (below the target {reg.power_target:g})" if not power >= reg.power_target else ""
+        where = f" [in the strata where that is not {ref}]" if p.id == "P4" else ""
+        margin = f" vs margin -{reg.accuracy_margin * 100:g} pts" if p.key.startswith("not_worse") else ""
+        shown = "n/a (df 0: one seed per stratum)" if math.isnan(power) else f"{power:.2f}"
+        label = p.label(reg, reg.controller, "the best static G" if p.id == "P4" else ref)
+        lines.append(f"  {p.id} {label}{where}: planned {p.show(planned.effect)}"
+                     f"{margin}, sd {p.show_sd(planned.sd)} -> power {shown}{low}")  # fmt: skip
+    table = ", ".join(
+        f"{n}: " + "/".join(f"{planned_power(p.planned_distance(reg), p.planned(reg).sd, [n] * strata, alpha):.2f}"
+                            for p in PRIMARIES)
+        for n in SEED_RANGE)  # fmt: skip
+    lines.append(f"  power P1/P2/P3/P4 by seeds per stratum: {table}")
+    cells_per_seed = strata * len(config["sizings"])
+    if reg.gpu_hours_per_cell is not None:
+        hours = cells_per_seed * reg.gpu_hours_per_cell
+        lines.append(f"  each extra seed: {cells_per_seed} training cells x {reg.gpu_hours_per_cell:g} GPU-hours "
+                     f"(claims.gpu_hours_per_cell, assumed) = {hours:,.0f} GPU-hours")  # fmt: skip
+    if reg.plan_provisional:
+        lines.append("  PROVISIONAL plan (claims.plan_provisional): placeholder effects and spreads; run "
+                     "`python -m sagc.aggregate.plan results/<development-seed run>` and paste its block")
+    return lines
+
+
+# --------------------------------------------------------------------------- from a run
+
+
+def read_primaries(source: str | Path):
+    """The primary rows of a run's ``headline.csv`` (a results folder or the file)."""
+    from sagc.aggregate.compare import read_headline
+
+    frame = read_headline(source)
+    rows = frame[frame["family"] == "primary"]
+    if rows.empty:
+        raise ValueError(f"{source}: its headline has no primary claims (no controller, or no complete pair)")
+    return rows
+
+
+def plan_lines(source: str | Path, seeds=SEED_RANGE, alpha: float | None = None) -> list[str]:
+    """Effect, pooled sd and power by seeds per stratum of each primary of a finished run,
+    then the ``claims:`` block to paste."""
+    rows = read_primaries(source)
+    alpha = Registration.default("alpha") if alpha is None else alpha
+    m = len(rows)
+    lines = [f"{source}: {m} primaries; power at alpha/{m} = {alpha / m:.4g} (the first Holm step), two-sided t "
+             "with the pooled df, on this run's strata:"]  # fmt: skip
+    block = []
+    for r in rows.itertuples():
+        p = PRIMARY[r.id]
+        log = r.scale == "log"
+        effect = math.log(r.estimate) if log else float(r.estimate)
+        null = math.log(r.null) if log else float(r.null)
+        distance = (effect - null) if p.side == "above" else (null - effect)
+        strata = int(r.strata)
+        powers = ", ".join(f"{n}: {planned_power(distance, float(r.sd), [n] * strata, alpha / m):.2f}" for n in seeds)
+        lines.append(f"  {r.id} {r.claim}: effect {p.show(effect)}, sd {p.show_sd(float(r.sd))} "
+                     f"({int(r.seeds)} seeds in {strata} strata, df {r.df:g}); power by seeds per stratum: {powers}")
+        block.append(f"    {p.key}: {{effect: {effect:.4g}, sd: {float(r.sd):.4g}}}  # {r.id}, measured on {source}")
+    lines += ["", "claims:", "  plan_provisional: false", "  plan:"] + block
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m sagc.aggregate.plan", description=__doc__.split("\n\n")[0])
+    parser.add_argument("results", help="a finished development-seed run's results folder, or its headline.csv")
+    parser.add_argument("--seeds", type=int, nargs="+", default=list(SEED_RANGE),
+                        help="seeds per stratum to state the power at (default 3..10)")
+    parser.add_argument("--alpha", type=float, default=None, help="family-wise level (default: claims.alpha's)")
+    ns = parser.parse_args(argv)
+    try:
+        print("\n".join(plan_lines(ns.results, ns.seeds, ns.alpha)))
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
