@@ -206,9 +206,10 @@ def tail_table(groups: Iterable[Iterable[float]], group_size: int = TAIL_GROUP_S
 
     Each group is cut into disjoint blocks of ``group_size`` completions (a group of 16
     gives two groups of 8: completions of one prompt are i.i.d.), so every world is read at
-    the real run's group size; smaller groups are left out. Shares of completions above k x their block's median, shares
-    of blocks whose max/median exceeds k, the pooled within-block sd of log length and the
-    share of log-length variance between blocks. Zero-length rows count as one token.
+    the real run's group size; smaller groups are left out. Shares of completions above k x
+    their block's median, shares of blocks whose max/median exceeds k, the pooled
+    within-block sd of log length and the share of log-length variance between blocks.
+    Zero-length rows count as one token.
     """
     blocks = [b for g in as_groups(groups) if g.size >= group_size
               for b in np.split(g[: g.size // group_size * group_size], g.size // group_size)]
