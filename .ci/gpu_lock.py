@@ -56,8 +56,9 @@ def cpu_vllm_inputs() -> list[str]:
 
 def cpu_vllm_args() -> list[str]:
     links = [d for d in os.environ.get("PIP_FIND_LINKS", "").split() if d]
-    return ([a for d in links for a in ("--find-links", d)]
-            + [a for pkg in CPU_VLLM_LEFT_OUT for a in ("--no-emit-package", pkg)])
+    return [a for d in links for a in ("--find-links", d)] + [
+        a for pkg in CPU_VLLM_LEFT_OUT for a in ("--no-emit-package", pkg)
+    ]
 
 
 def uv() -> list[str]:
@@ -67,14 +68,27 @@ def uv() -> list[str]:
     return [exe]
 
 
-def compile_requirements(inputs: list[str], python: str, out: Path, extra_args: list[str] = ()) -> subprocess.CompletedProcess:
+def compile_requirements(
+    inputs: list[str], python: str, out: Path, extra_args: list[str] = ()
+) -> subprocess.CompletedProcess:
     """``uv pip compile`` for the GPU platform; returns the finished process (output in ``out``)."""
     cmd = [
-        *uv(), "pip", "compile", *inputs,
-        "--python-platform", PLATFORM, "--python-version", python,
-        "--python", sys.executable,  # builds the few sdist-only packages' metadata
-        "--custom-compile-command", UPDATE_COMMAND,
-        "--quiet", "-o", str(out), *extra_args,
+        *uv(),
+        "pip",
+        "compile",
+        *inputs,
+        "--python-platform",
+        PLATFORM,
+        "--python-version",
+        python,
+        "--python",
+        sys.executable,  # builds the few sdist-only packages' metadata
+        "--custom-compile-command",
+        UPDATE_COMMAND,
+        "--quiet",
+        "-o",
+        str(out),
+        *extra_args,
     ]
     # No interpreter download for the target version: metadata is all we need.
     env = {**os.environ, "UV_PYTHON_DOWNLOADS": "never"}
@@ -112,8 +126,9 @@ def update() -> int:
     return 0
 
 
-def check_lock(python: str, tmp: Path, lock: Path | None = None, inputs: list[str] | None = None,
-               extra: list[str] = ()) -> list[str]:
+def check_lock(
+    python: str, tmp: Path, lock: Path | None = None, inputs: list[str] | None = None, extra: list[str] = ()
+) -> list[str]:
     """Problems with one lock: the project's pins must resolve to exactly the locked set
     (by default the paper lock of ``python``)."""
     lock = lock or lock_path(python)
@@ -126,10 +141,14 @@ def check_lock(python: str, tmp: Path, lock: Path | None = None, inputs: list[st
         # Tell apart a pin that breaks the install from a lock that merely lags behind.
         free = compile_requirements(inputs, python, tmp / f"free-{lock.stem}.txt", list(extra))
         if free.returncode:
-            return [f"the install of {lock.relative_to(REPO)} ({' '.join(inputs)}) has no solution for "
-                    f"Python {python} on {PLATFORM}; the resolver says:\n{free.stderr.strip()}"]
-        return [f"pyproject.toml no longer agrees with {lock.relative_to(REPO)} (it resolves without the "
-                f"lock): run `{UPDATE_COMMAND}` and commit the result. With the lock:\n{done.stderr.strip()}"]
+            return [
+                f"the install of {lock.relative_to(REPO)} ({' '.join(inputs)}) has no solution for "
+                f"Python {python} on {PLATFORM}; the resolver says:\n{free.stderr.strip()}"
+            ]
+        return [
+            f"pyproject.toml no longer agrees with {lock.relative_to(REPO)} (it resolves without the "
+            f"lock): run `{UPDATE_COMMAND}` and commit the result. With the lock:\n{done.stderr.strip()}"
+        ]
     want, have = pins(out), pins(lock)
     diff = sorted(set(want.items()) ^ set(have.items()))
     if diff:
@@ -156,8 +175,10 @@ def check_env(path: Path, tmp: Path) -> list[str]:
     req_file.write_text("\n".join(reqs) + "\n")
     done = compile_requirements([str(req_file)], python, tmp / f"{path.stem}.txt")
     if done.returncode:
-        return [f"{path.relative_to(REPO)}: its pip section has no solution for Python {python} on "
-                f"{PLATFORM}; the resolver says:\n{done.stderr.strip()}"]
+        return [
+            f"{path.relative_to(REPO)}: its pip section has no solution for Python {python} on "
+            f"{PLATFORM}; the resolver says:\n{done.stderr.strip()}"
+        ]
     return []
 
 
@@ -165,15 +186,18 @@ def check() -> int:
     start = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(max_workers=4) as pool:
         jobs = [pool.submit(check_lock, python, Path(tmp)) for python in PYTHONS]
-        jobs.append(pool.submit(check_lock, CPU_VLLM_PYTHON, Path(tmp), CPU_VLLM_LOCK, cpu_vllm_inputs(),
-                                cpu_vllm_args()))
+        jobs.append(
+            pool.submit(check_lock, CPU_VLLM_PYTHON, Path(tmp), CPU_VLLM_LOCK, cpu_vllm_inputs(), cpu_vllm_args())
+        )
         jobs += [pool.submit(check_env, env, Path(tmp)) for env in sorted((REPO / "envs").glob("*.yaml"))]
         problems = [problem for job in jobs for problem in job.result()]
     took = time.monotonic() - start
     for problem in problems:
         print(f"FAIL {problem}\n")
     checked = [str(lock_path(p).relative_to(REPO)) for p in PYTHONS] + [
-        str(CPU_VLLM_LOCK.relative_to(REPO)), "envs/*.yaml"]
+        str(CPU_VLLM_LOCK.relative_to(REPO)),
+        "envs/*.yaml",
+    ]
     print(f"gpu_lock check: {'FAILED' if problems else 'ok'} ({', '.join(checked)}; {PLATFORM}; {took:.1f} s)")
     return 1 if problems else 0
 

@@ -44,15 +44,19 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=5000)
     ap.add_argument("--prompts", type=int, nargs="+", default=[8, 32])
     args = ap.parse_args()
-    print(f"{'policy':<6} {'candidates':<28} {'prompts':>7} {'max rollouts':>12} "
-          f"{'median us':>9} {'p99 us':>8}")
+    print(f"{'policy':<6} {'candidates':<28} {'prompts':>7} {'max rollouts':>12} {'median us':>9} {'p99 us':>8}")
     for kind, cands in SETTINGS:
         for prompts in args.prompts:
-            policy = (SAGCController(SAGCConfig(candidates=cands, initial=cands[-1], seed=0, **OPTIONS[kind]))
-                      if kind in OPTIONS else FixedGroupSize(cands[0]))
+            policy = (
+                SAGCController(SAGCConfig(candidates=cands, initial=cands[-1], seed=0, **OPTIONS[kind]))
+                if kind in OPTIONS
+                else FixedGroupSize(cands[0])
+            )
             us = bench(policy, prompts, args.steps)
-            print(f"{kind:<6} {str(cands):<28} {prompts:>7} {prompts * max(cands):>12} "
-                  f"{np.median(us):>9.1f} {np.percentile(us, 99):>8.1f}")
+            print(
+                f"{kind:<6} {str(cands):<28} {prompts:>7} {prompts * max(cands):>12} "
+                f"{np.median(us):>9.1f} {np.percentile(us, 99):>8.1f}"
+            )
 
 
 if __name__ == "__main__":

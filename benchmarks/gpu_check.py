@@ -101,18 +101,44 @@ DEFAULTS = {
 TOKENIZER_VOCAB = 400
 #: The sizes of the tiny model (tests/train/paper_world.py shrinks the paper configs alike):
 #: the architecture class, biases, tied embeddings, norms and grouped-query attention stay.
-TINY_SIZES = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                  num_key_value_heads=1)
+TINY_SIZES = dict(
+    hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=1
+)
 #: Modules the check imports, and the distribution that provides each (for the message).
-NEEDED = {"torch": "torch", "transformers": "transformers", "trl": "trl", "accelerate": "accelerate",
-          "datasets": "datasets", "dill": "dill", "multiprocess": "multiprocess", "tokenizers": "tokenizers",
-          "pydantic": "pydantic", "pydantic_core": "pydantic-core", "annotated_types": "annotated-types",
-          "typing_inspection": "typing-inspection", "jsonschema": "jsonschema",
-          "jsonschema_specifications": "jsonschema-specifications", "referencing": "referencing",
-          "rpds": "rpds-py", "yaml": "pyyaml", "jinja2": "jinja2", "numpy": "numpy"}
+NEEDED = {
+    "torch": "torch",
+    "transformers": "transformers",
+    "trl": "trl",
+    "accelerate": "accelerate",
+    "datasets": "datasets",
+    "dill": "dill",
+    "multiprocess": "multiprocess",
+    "tokenizers": "tokenizers",
+    "pydantic": "pydantic",
+    "pydantic_core": "pydantic-core",
+    "annotated_types": "annotated-types",
+    "typing_inspection": "typing-inspection",
+    "jsonschema": "jsonschema",
+    "jsonschema_specifications": "jsonschema-specifications",
+    "referencing": "referencing",
+    "rpds": "rpds-py",
+    "yaml": "pyyaml",
+    "jinja2": "jinja2",
+    "numpy": "numpy",
+}
 #: What the GPU machine's image lacks of them (pure Python, then compiled), to carry as wheels.
-CARRY_PURE = ("trl", "datasets", "dill", "multiprocess", "pydantic", "annotated-types", "typing-inspection",
-              "jsonschema", "jsonschema-specifications", "referencing")
+CARRY_PURE = (
+    "trl",
+    "datasets",
+    "dill",
+    "multiprocess",
+    "pydantic",
+    "annotated-types",
+    "typing-inspection",
+    "jsonschema",
+    "jsonschema-specifications",
+    "referencing",
+)
 CARRY_COMPILED = ("pydantic-core", "rpds-py")
 #: The GPU machine's Python and platform, for the compiled wheels.
 TARGET_PYTHON = "3.12"
@@ -134,9 +160,11 @@ def wheels_commands(dest: str = "wheels/") -> list[str]:
             return name
 
     platforms = " ".join(f"--platform {p}" for p in TARGET_PLATFORMS)
-    return [f"pip download {' '.join(pinned(n) for n in CARRY_PURE)} --no-deps -d {dest}",
-            f"pip download {' '.join(pinned(n) for n in CARRY_COMPILED)} --no-deps --only-binary=:all: "
-            f"--python-version {TARGET_PYTHON} --implementation cp {platforms} -d {dest}"]
+    return [
+        f"pip download {' '.join(pinned(n) for n in CARRY_PURE)} --no-deps -d {dest}",
+        f"pip download {' '.join(pinned(n) for n in CARRY_COMPILED)} --no-deps --only-binary=:all: "
+        f"--python-version {TARGET_PYTHON} --implementation cp {platforms} -d {dest}",
+    ]
 
 
 def _gib(n_bytes: float | None) -> float | None:
@@ -178,8 +206,9 @@ def model_config(tokenizer, *, tiny: bool, real_vocab: bool):
     published.pop("architectures", None)
     vocab = published["vocab_size"] if real_vocab else len(tokenizer)
     sizes = dict(TINY_SIZES) if tiny else {}
-    sizes.update(vocab_size=vocab, bos_token_id=None, eos_token_id=tokenizer.eos_token_id,
-                 pad_token_id=tokenizer.pad_token_id)
+    sizes.update(
+        vocab_size=vocab, bos_token_id=None, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id
+    )
     return AutoConfig.for_model(model_type, **{**published, **sizes})
 
 
@@ -195,8 +224,9 @@ def build_world(root: Path, *, tiny: bool, real_vocab: bool, n_rows: int, on_gpu
     rows = math_rows(n_rows)
     data = root / "train.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    tok = train_tokenizer([r["prompt"] + f" so \\boxed{{{r['answer']}}}\nUser: next" for r in rows],
-                          vocab_size=TOKENIZER_VOCAB)
+    tok = train_tokenizer(
+        [r["prompt"] + f" so \\boxed{{{r['answer']}}}\nUser: next" for r in rows], vocab_size=TOKENIZER_VOCAB
+    )
     config = model_config(tok, tiny=tiny, real_vocab=real_vocab)
     torch.manual_seed(0)
     t0 = time.perf_counter()
@@ -216,12 +246,25 @@ def build_world(root: Path, *, tiny: bool, real_vocab: bool, n_rows: int, on_gpu
     gc.collect()
     if on_gpu:
         torch.cuda.empty_cache()
-    fields = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
-              "num_key_value_heads", "vocab_size", "tie_word_embeddings")
+    fields = (
+        "hidden_size",
+        "intermediate_size",
+        "num_hidden_layers",
+        "num_attention_heads",
+        "num_key_value_heads",
+        "vocab_size",
+        "tie_word_embeddings",
+    )
     return {
-        "data": str(data), "rows": len(rows), "model_dir": str(folder), "architecture": arch,
+        "data": str(data),
+        "rows": len(rows),
+        "model_dir": str(folder),
+        "architecture": arch,
         "config": {"model_type": config.model_type, **{k: getattr(config, k) for k in fields}},
-        "tokenizer_size": len(tok), "params": params, "init_s": init_s, "save_s": save_s,
+        "tokenizer_size": len(tok),
+        "params": params,
+        "init_s": init_s,
+        "save_s": save_s,
         "bytes": _folder_bytes(folder),
     }
 
@@ -229,9 +272,19 @@ def build_world(root: Path, *, tiny: bool, real_vocab: bool, n_rows: int, on_gpu
 # -- the cell -------------------------------------------------------------------------------
 
 
-def resolve_cell(world: dict, out: Path, *, tiny: bool, card_gib: float, steps: int, prompts: int,
-                 max_completion: int, save_steps: int, torch_threads: int | None,
-                 real_vocab: bool) -> tuple[dict, dict, dict]:
+def resolve_cell(
+    world: dict,
+    out: Path,
+    *,
+    tiny: bool,
+    card_gib: float,
+    steps: int,
+    prompts: int,
+    max_completion: int,
+    save_steps: int,
+    torch_threads: int | None,
+    real_vocab: bool,
+) -> tuple[dict, dict, dict]:
     """The paper's qwen2.5-3b/grpo/sagc/seed0 cell as the pipeline resolves it for this card
     and one process, pointed at the local world. Returns (checked pipeline config, cell,
     what differs from the paper)."""
@@ -272,7 +325,8 @@ def resolve_cell(world: dict, out: Path, *, tiny: bool, card_gib: float, steps: 
         # rows past the tokenizer's ids are never sampled (nor are a real model's padding rows)
         cell["train"].setdefault("generation_kwargs", {})
         cell["train"]["generation_kwargs"]["suppress_tokens"] = list(
-            range(world["tokenizer_size"], world["config"]["vocab_size"]))
+            range(world["tokenizer_size"], world["config"]["vocab_size"])
+        )
     cell["wandb"]["mode"] = "disabled"
     cell["wandb"]["dir"] = str(out / "train" / "wandb")
     cell["output_dir"] = str(out / "train")
@@ -293,8 +347,10 @@ def resolve_cell(world: dict, out: Path, *, tiny: bool, card_gib: float, steps: 
     if card_gib != paper["device"]["gpu_memory_gib"]:
         differs["gpu_memory_gib"] = f"{card_gib:g} (this card; configs/paper.yaml: {paper['device']['gpu_memory_gib']})"
     if prompts != pt["prompts_per_step"]:
-        differs["prompts_per_step"] = (f"{prompts} (the paper: {pt['prompts_per_step']} over {paper_processes} "
-                                       f"processes, {pt['prompts_per_step'] / paper_processes:g} per process)")
+        differs["prompts_per_step"] = (
+            f"{prompts} (the paper: {pt['prompts_per_step']} over {paper_processes} "
+            f"processes, {pt['prompts_per_step'] / paper_processes:g} per process)"
+        )
     if max_completion != pt["max_completion_length"]:
         differs["max_completion_length"] = f"{max_completion} (the paper: {pt['max_completion_length']})"
     if tiny:
@@ -316,12 +372,27 @@ def estimates(config: dict, cfg, world: dict) -> dict[str, Any]:
     run_config["device"]["use_vllm"] = False
     run = cell_estimate(run_config, MODEL, algo, micro)
     arch = Architecture.from_config(world["config"])
-    built = estimate(arch, master_weights=cfg.device.master_weights, reference_model=algo.beta > 0,
-                     micro_batch=micro, tokens_per_row=cfg.train.max_prompt_length + cfg.train.max_completion_length,
-                     vllm_fraction=cfg.device.vllm_gpu_memory_utilization, card_gib=run.card_bytes / GIB,
-                     gradient_checkpointing=cfg.device.gradient_checkpointing, use_vllm=False)
-    parts = ("weights", "gradients", "optimizer", "autocast_copies", "reference_model", "activations",
-             "vllm_reserve", "runtime")
+    built = estimate(
+        arch,
+        master_weights=cfg.device.master_weights,
+        reference_model=algo.beta > 0,
+        micro_batch=micro,
+        tokens_per_row=cfg.train.max_prompt_length + cfg.train.max_completion_length,
+        vllm_fraction=cfg.device.vllm_gpu_memory_utilization,
+        card_gib=run.card_bytes / GIB,
+        gradient_checkpointing=cfg.device.gradient_checkpointing,
+        use_vllm=False,
+    )
+    parts = (
+        "weights",
+        "gradients",
+        "optimizer",
+        "autocast_copies",
+        "reference_model",
+        "activations",
+        "vllm_reserve",
+        "runtime",
+    )
     return {
         "estimate_gib": _gib(run.total),
         "estimate_components_gib": {p: _gib(getattr(run, p)) for p in parts},
@@ -344,8 +415,10 @@ def layout_of(cfg) -> dict[str, Any]:
         "updates_per_rollout": shapes.updates_per_rollout,
         "per_device_train_batch_size": shapes.max_micro_batch,
         "minibatches": algo.minibatches,
-        "by_group_size": {str(g): {"prompts": s.prompts, "rollouts": s.rollouts, "micro_batch": s.micro_batch}
-                          for g, s in sorted(shapes.shapes.items())},
+        "by_group_size": {
+            str(g): {"prompts": s.prompts, "rollouts": s.rollouts, "micro_batch": s.micro_batch}
+            for g, s in sorted(shapes.shapes.items())
+        },
     }
 
 
@@ -372,8 +445,15 @@ def train(cfg, *, on_gpu: bool) -> dict[str, Any]:
                 torch.cuda.synchronize()
             save_s = time.perf_counter() - t0
             folder = Path(self._get_output_dir(trial=trial)) / f"checkpoint-{self.state.global_step}"
-            saves.append({"name": folder.name, "update": self.state.global_step, "step": self.step,
-                          "save_s": save_s, "bytes": _folder_bytes(folder) if folder.is_dir() else 0})
+            saves.append(
+                {
+                    "name": folder.name,
+                    "update": self.state.global_step,
+                    "step": self.step,
+                    "save_s": save_s,
+                    "bytes": _folder_bytes(folder) if folder.is_dir() else 0,
+                }
+            )
 
     class StepPeaks(TrainerCallback):
         """Peak memory of every rollout step (reset at its end; runs before the save)."""
@@ -385,7 +465,8 @@ def train(cfg, *, on_gpu: bool) -> dict[str, Any]:
             if on_gpu and state.global_step % self.u == 0:
                 step_peaks[state.global_step // self.u] = {
                     "peak_allocated_gib": _gib(torch.cuda.max_memory_allocated()),
-                    "peak_reserved_gib": _gib(torch.cuda.max_memory_reserved())}
+                    "peak_reserved_gib": _gib(torch.cuda.max_memory_reserved()),
+                }
                 torch.cuda.reset_peak_memory_stats()
 
     if cfg.train.torch_threads is not None:
@@ -395,10 +476,23 @@ def train(cfg, *, on_gpu: bool) -> dict[str, Any]:
     trainer = build_trainer(cfg, callbacks=[StepPeaks(shapes.updates_per_rollout)], trainer_cls=TimedSaves)
     build_s = time.perf_counter() - t0
     args = trainer.args
-    trainer_args = {k: getattr(args, k) for k in ("per_device_train_batch_size", "gradient_accumulation_steps",
-                                                  "steps_per_generation", "num_generations", "max_steps",
-                                                  "save_steps", "bf16", "gradient_checkpointing", "use_vllm",
-                                                  "max_completion_length", "beta", "loss_type")}
+    trainer_args = {
+        k: getattr(args, k)
+        for k in (
+            "per_device_train_batch_size",
+            "gradient_accumulation_steps",
+            "steps_per_generation",
+            "num_generations",
+            "max_steps",
+            "save_steps",
+            "bf16",
+            "gradient_checkpointing",
+            "use_vllm",
+            "max_completion_length",
+            "beta",
+            "loss_type",
+        )
+    }
     trainer_args["weights_dtype"] = str(next(trainer.model.parameters()).dtype).replace("torch.", "")
     if on_gpu:
         torch.cuda.synchronize()
@@ -413,25 +507,45 @@ def train(cfg, *, on_gpu: bool) -> dict[str, Any]:
     if on_gpu:
         peaks = [p["peak_allocated_gib"] for p in step_peaks.values()] + [_gib(torch.cuda.max_memory_allocated())]
         reserved = [p["peak_reserved_gib"] for p in step_peaks.values()] + [_gib(torch.cuda.max_memory_reserved())]
-        memory = {"measured": "torch.cuda.max_memory_allocated (reset before training)",
-                  "peak_allocated_gib": max(peaks), "peak_reserved_gib": max(reserved),
-                  "allocated_before_training_gib": _gib(loaded)}
+        memory = {
+            "measured": "torch.cuda.max_memory_allocated (reset before training)",
+            "peak_allocated_gib": max(peaks),
+            "peak_reserved_gib": max(reserved),
+            "allocated_before_training_gib": _gib(loaded),
+        }
     else:
-        memory = {"measured": "not measured: no CUDA (CPU run)", "peak_allocated_gib": None,
-                  "peak_reserved_gib": None}
+        memory = {"measured": "not measured: no CUDA (CPU run)", "peak_allocated_gib": None, "peak_reserved_gib": None}
     # ru_maxrss: KiB on Linux
     memory["max_rss_gib"] = _gib(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
     steps = []
     for s in trainer.steps:
         flat = [n for g in s.lengths for n in g]
-        steps.append({"step": s.step, "group_size": s.group_size, "step_s": s.step_s, "rollout_s": s.rollout_s,
-                      "post_s": s.post_s, "prompts": s.prompts, "rollouts": s.rollouts,
-                      "length_max": max(flat) if flat else 0, "length_mean": sum(flat) / len(flat) if flat else 0.0,
-                      "truncated_frac": sum(s.truncated) / len(s.truncated) if s.truncated else 0.0,
-                      "straggler": bool(s.straggler), "loss": float(sum(s.losses) / len(s.losses)) if s.losses else None,
-                      **step_peaks.get(s.step, {})})
-    return {"trainer_args": trainer_args, "memory": memory, "steps": steps, "checkpoints": saves,
-            "trainer_build_s": build_s, "train_s": train_s, "global_step": trainer.state.global_step}
+        steps.append(
+            {
+                "step": s.step,
+                "group_size": s.group_size,
+                "step_s": s.step_s,
+                "rollout_s": s.rollout_s,
+                "post_s": s.post_s,
+                "prompts": s.prompts,
+                "rollouts": s.rollouts,
+                "length_max": max(flat) if flat else 0,
+                "length_mean": sum(flat) / len(flat) if flat else 0.0,
+                "truncated_frac": sum(s.truncated) / len(s.truncated) if s.truncated else 0.0,
+                "straggler": bool(s.straggler),
+                "loss": float(sum(s.losses) / len(s.losses)) if s.losses else None,
+                **step_peaks.get(s.step, {}),
+            }
+        )
+    return {
+        "trainer_args": trainer_args,
+        "memory": memory,
+        "steps": steps,
+        "checkpoints": saves,
+        "trainer_build_s": build_s,
+        "train_s": train_s,
+        "global_step": trainer.state.global_step,
+    }
 
 
 # -- reporting ------------------------------------------------------------------------------
@@ -442,15 +556,24 @@ def device_info(on_gpu: bool) -> dict[str, Any]:
     import transformers
     import trl
 
-    info = {"torch": torch.__version__, "transformers": transformers.__version__, "trl": trl.__version__,
-            "python": platform.python_version(), "cuda": torch.version.cuda}
+    info = {
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "trl": trl.__version__,
+        "python": platform.python_version(),
+        "cuda": torch.version.cuda,
+    }
     if on_gpu:
         props = torch.cuda.get_device_properties(0)
-        info.update(name=torch.cuda.get_device_name(0), total_memory_gib=round(props.total_memory / GIB, 3),
-                    capability=f"{props.major}.{props.minor}")
+        info.update(
+            name=torch.cuda.get_device_name(0),
+            total_memory_gib=round(props.total_memory / GIB, 3),
+            capability=f"{props.major}.{props.minor}",
+        )
     else:
-        info.update(name=f"CPU ({platform.processor() or platform.machine()}, {os.cpu_count()} cores)",
-                    total_memory_gib=None)
+        info.update(
+            name=f"CPU ({platform.processor() or platform.machine()}, {os.cpu_count()} cores)", total_memory_gib=None
+        )
     return info
 
 
@@ -460,71 +583,103 @@ def _yes(flag: bool) -> str:
 
 def report_lines(r: dict[str, Any]) -> list[str]:
     d, m, w, lay = r["device"], r["memory"], r["model"], r["layout"]
-    lines = [f"device: {d['name']}" + (f", {d['total_memory_gib']} GiB" if d["total_memory_gib"] else ""),
-             f"versions: torch {d['torch']}, transformers {d['transformers']}, trl {d['trl']}, "
-             f"python {d['python']}, cuda {d['cuda']}",
-             f"cell: {r['cell']['id']} (configs/paper.yaml, resolved by the pipeline for "
-             f"{m['card_gib']} GiB and 1 process)",
-             f"model: random-init {w['architecture']} {'(tiny)' if r['mode'] == 'tiny' else '(full size)'}, "
-             f"{w['params']:,} parameters (estimator's formula: {w['params_by_estimator']:,}), "
-             f"vocab {w['vocab_size']:,} (tokenizer {w['tokenizer_size']:,}; the real vocab is 151,936"
-             + ("" if w["vocab_size"] == 151936 else ", so the embedding is smaller than the real model's") + ")"]
+    lines = [
+        f"device: {d['name']}" + (f", {d['total_memory_gib']} GiB" if d["total_memory_gib"] else ""),
+        f"versions: torch {d['torch']}, transformers {d['transformers']}, trl {d['trl']}, "
+        f"python {d['python']}, cuda {d['cuda']}",
+        f"cell: {r['cell']['id']} (configs/paper.yaml, resolved by the pipeline for {m['card_gib']} GiB and 1 process)",
+        f"model: random-init {w['architecture']} {'(tiny)' if r['mode'] == 'tiny' else '(full size)'}, "
+        f"{w['params']:,} parameters (estimator's formula: {w['params_by_estimator']:,}), "
+        f"vocab {w['vocab_size']:,} (tokenizer {w['tokenizer_size']:,}; the real vocab is 151,936"
+        + ("" if w["vocab_size"] == 151936 else ", so the embedding is smaller than the real model's")
+        + ")",
+    ]
     lines.append("differs from the paper: " + "; ".join(f"{k} {v}" for k, v in r["differs_from_paper"].items()))
     s = r["settings"]
-    lines.append(f"kept from the paper: bf16 {_yes(s['bf16'])}, master weights {s['master_weights']}, gradient "
-                 f"checkpointing {_yes(s['gradient_checkpointing'])}, max prompt {s['max_prompt_length']} tokens, "
-                 f"stop {s['stop']}")
-    per_g = ", ".join(f"G={g}: {v['rollouts']} rollouts, micro-batch {v['micro_batch']}"
-                      for g, v in lay["by_group_size"].items())
-    lines.append(f"layout: gradient_accumulation_steps {lay['gradient_accumulation_steps']}, steps_per_generation "
-                 f"{lay['steps_per_generation']}, per-device batch {lay['per_device_train_batch_size']}; {per_g}")
+    lines.append(
+        f"kept from the paper: bf16 {_yes(s['bf16'])}, master weights {s['master_weights']}, gradient "
+        f"checkpointing {_yes(s['gradient_checkpointing'])}, max prompt {s['max_prompt_length']} tokens, "
+        f"stop {s['stop']}"
+    )
+    per_g = ", ".join(
+        f"G={g}: {v['rollouts']} rollouts, micro-batch {v['micro_batch']}" for g, v in lay["by_group_size"].items()
+    )
+    lines.append(
+        f"layout: gradient_accumulation_steps {lay['gradient_accumulation_steps']}, steps_per_generation "
+        f"{lay['steps_per_generation']}, per-device batch {lay['per_device_train_batch_size']}; {per_g}"
+    )
     ta = r["trainer_args"]
-    lines.append(f"trainer args: per_device_train_batch_size {ta['per_device_train_batch_size']}, "
-                 f"gradient_accumulation_steps {ta['gradient_accumulation_steps']}, bf16 {_yes(ta['bf16'])}, "
-                 f"gradient_checkpointing {_yes(ta['gradient_checkpointing'])}, weights {ta['weights_dtype']}")
+    lines.append(
+        f"trainer args: per_device_train_batch_size {ta['per_device_train_batch_size']}, "
+        f"gradient_accumulation_steps {ta['gradient_accumulation_steps']}, bf16 {_yes(ta['bf16'])}, "
+        f"gradient_checkpointing {_yes(ta['gradient_checkpointing'])}, weights {ta['weights_dtype']}"
+    )
     for st in r["steps"]:
         peak = f", peak {st['peak_allocated_gib']} GiB" if st.get("peak_allocated_gib") is not None else ""
-        lines.append(f"step {st['step']}: G={st['group_size']}, {st['rollouts']} rollouts, step {st['step_s']:.2f} s, "
-                     f"rollout {st['rollout_s']:.2f} s, longest {st['length_max']} tokens, truncated "
-                     f"{st['truncated_frac']:.2f}{peak}")
+        lines.append(
+            f"step {st['step']}: G={st['group_size']}, {st['rollouts']} rollouts, step {st['step_s']:.2f} s, "
+            f"rollout {st['rollout_s']:.2f} s, longest {st['length_max']} tokens, truncated "
+            f"{st['truncated_frac']:.2f}{peak}"
+        )
     for c in r["checkpoints"]:
         lines.append(f"checkpoint {c['name']}: saved in {c['save_s']:.2f} s, {c['bytes'] / GIB:.3f} GiB on disk")
     if m["peak_allocated_gib"] is not None:
-        lines.append(f"peak GPU memory: {m['peak_allocated_gib']} GiB allocated, {m['peak_reserved_gib']} GiB "
-                     f"reserved ({m['measured']})")
+        lines.append(
+            f"peak GPU memory: {m['peak_allocated_gib']} GiB allocated, {m['peak_reserved_gib']} GiB "
+            f"reserved ({m['measured']})"
+        )
     else:
-        lines.append(f"peak GPU memory: {m['measured']}; max RSS of the process {m['max_rss_gib']} GiB "
-                     "(CPU memory, not comparable to the estimate)")
-    lines.append(f"memory estimate (sagc.pipeline.memory.cell_estimate, full-size Qwen2.5-3B, no vLLM share as "
-                 f"run): {m['estimate_gib']} GiB; with the paper's vLLM share (what sized the micro-batch): "
-                 f"{m['estimate_with_vllm_share_gib']} GiB of {m['card_gib']} GiB; for the model built here: "
-                 f"{m['estimate_this_model_gib']} GiB")
+        lines.append(
+            f"peak GPU memory: {m['measured']}; max RSS of the process {m['max_rss_gib']} GiB "
+            "(CPU memory, not comparable to the estimate)"
+        )
+    lines.append(
+        f"memory estimate (sagc.pipeline.memory.cell_estimate, full-size Qwen2.5-3B, no vLLM share as "
+        f"run): {m['estimate_gib']} GiB; with the paper's vLLM share (what sized the micro-batch): "
+        f"{m['estimate_with_vllm_share_gib']} GiB of {m['card_gib']} GiB; for the model built here: "
+        f"{m['estimate_this_model_gib']} GiB"
+    )
     lines.append(f"  {m['estimate_describe']}")
     if m["peak_allocated_gib"] is not None and m["estimate_this_model_gib"]:
-        lines.append(f"peak / estimate for the model built here: "
-                     f"{m['peak_allocated_gib'] / m['estimate_this_model_gib']:.2f}")
+        lines.append(
+            f"peak / estimate for the model built here: {m['peak_allocated_gib'] / m['estimate_this_model_gib']:.2f}"
+        )
     t = r["timings"]
-    lines.append(f"times: world {t['world_build_s']:.1f} s, resolve {t['resolve_s']:.1f} s, trainer build "
-                 f"{t['trainer_build_s']:.1f} s, training {t['train_s']:.1f} s ({r['steps_trained']} steps), "
-                 f"total {t['total_s']:.1f} s")
+    lines.append(
+        f"times: world {t['world_build_s']:.1f} s, resolve {t['resolve_s']:.1f} s, trainer build "
+        f"{t['trainer_build_s']:.1f} s, training {t['train_s']:.1f} s ({r['steps_trained']} steps), "
+        f"total {t['total_s']:.1f} s"
+    )
     return lines
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tiny", action="store_true", help="the same path at tiny size on CPU (tested here)")
-    ap.add_argument("--out", default=str(DEFAULT_OUT), help="output folder, emptied first if this check made it "
-                    "(default: %(default)s)")
+    ap.add_argument(
+        "--out",
+        default=str(DEFAULT_OUT),
+        help="output folder, emptied first if this check made it (default: %(default)s)",
+    )
     ap.add_argument("--steps", type=int, help="training steps (default: 2)")
     ap.add_argument("--save-steps", type=int, help="checkpoint every N steps (default: the last step only)")
     ap.add_argument("--prompts", type=int, help="prompts per step P (default: 8 on the GPU, 2 with --tiny)")
-    ap.add_argument("--max-completion", type=int,
-                    help="max completion tokens (default: 512 on the GPU, 16 with --tiny; the paper: 4096)")
+    ap.add_argument(
+        "--max-completion",
+        type=int,
+        help="max completion tokens (default: 512 on the GPU, 16 with --tiny; the paper: 4096)",
+    )
     ap.add_argument("--real-vocab", action="store_true", help="pad the model's vocabulary to the real 151,936 rows")
-    ap.add_argument("--card-gib", type=float, help="card memory the cell is sized for (default: this GPU's; "
-                    "configs/paper.yaml's with --tiny)")
-    ap.add_argument("--wheels-command", action="store_true",
-                    help="print the `pip download` lines of the wheels the GPU machine needs, and exit")
+    ap.add_argument(
+        "--card-gib",
+        type=float,
+        help="card memory the cell is sized for (default: this GPU's; configs/paper.yaml's with --tiny)",
+    )
+    ap.add_argument(
+        "--wheels-command",
+        action="store_true",
+        help="print the `pip download` lines of the wheels the GPU machine needs, and exit",
+    )
     args = ap.parse_args(argv)
     if args.wheels_command:
         print("\n".join(wheels_commands()))
@@ -534,20 +689,27 @@ def main(argv: list[str] | None = None) -> int:
     defaults = DEFAULTS[mode]
     missing = missing_packages()
     if missing:
-        print(f"error: missing Python packages: {', '.join(missing)} (carry them as wheels: see the header of "
-              f"{Path(__file__).name})", file=sys.stderr)
+        print(
+            f"error: missing Python packages: {', '.join(missing)} (carry them as wheels: see the header of "
+            f"{Path(__file__).name})",
+            file=sys.stderr,
+        )
         return 2
-    for key, value in (("WANDB_MODE", "disabled"), ("HF_HUB_OFFLINE", "1"), ("HF_DATASETS_OFFLINE", "1"),
-                       ("TRANSFORMERS_OFFLINE", "1"), ("WANDB_X_DISABLE_STATS", "true"),
-                       ("TOKENIZERS_PARALLELISM", "false")):
+    for key, value in (
+        ("WANDB_MODE", "disabled"),
+        ("HF_HUB_OFFLINE", "1"),
+        ("HF_DATASETS_OFFLINE", "1"),
+        ("TRANSFORMERS_OFFLINE", "1"),
+        ("WANDB_X_DISABLE_STATS", "true"),
+        ("TOKENIZERS_PARALLELISM", "false"),
+    ):
         os.environ.setdefault(key, value)
     import torch
     import yaml
 
     on_gpu = not args.tiny
     if on_gpu and not torch.cuda.is_available():
-        print("error: no CUDA device (torch.cuda.is_available() is false); on CPU run it with --tiny",
-              file=sys.stderr)
+        print("error: no CUDA device (torch.cuda.is_available() is false); on CPU run it with --tiny", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     for noisy in ("httpx", "datasets", "transformers", "accelerate"):
@@ -567,46 +729,83 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"building the local world in {out / 'world'} ({mode})", flush=True)
     t0 = time.perf_counter()
-    world = build_world(out / "world", tiny=args.tiny, real_vocab=args.real_vocab, n_rows=max(64, 8 * prompts),
-                        on_gpu=on_gpu)
+    world = build_world(
+        out / "world", tiny=args.tiny, real_vocab=args.real_vocab, n_rows=max(64, 8 * prompts), on_gpu=on_gpu
+    )
     world_s = time.perf_counter() - t0
-    print(f"model {world['architecture']}: {world['params']:,} parameters, {world['bytes'] / GIB:.2f} GiB saved "
-          f"(init {world['init_s']:.1f} s, save {world['save_s']:.1f} s)", flush=True)
+    print(
+        f"model {world['architecture']}: {world['params']:,} parameters, {world['bytes'] / GIB:.2f} GiB saved "
+        f"(init {world['init_s']:.1f} s, save {world['save_s']:.1f} s)",
+        flush=True,
+    )
 
     from sagc.train.config import TrainConfig
 
     t0 = time.perf_counter()
-    config, cell, differs = resolve_cell(world, out, tiny=args.tiny, card_gib=card, steps=steps, prompts=prompts,
-                                         max_completion=max_completion, save_steps=save_steps,
-                                         torch_threads=defaults["torch_threads"], real_vocab=args.real_vocab)
+    config, cell, differs = resolve_cell(
+        world,
+        out,
+        tiny=args.tiny,
+        card_gib=card,
+        steps=steps,
+        prompts=prompts,
+        max_completion=max_completion,
+        save_steps=save_steps,
+        torch_threads=defaults["torch_threads"],
+        real_vocab=args.real_vocab,
+    )
     cfg = TrainConfig.from_dict(cell, check_vllm=False)
     resolve_s = time.perf_counter() - t0
     cell_file = out / "cell.json"
     cell_file.write_text(json.dumps(cell, indent=1) + "\n")  # `python -m sagc.train --config` reads it
     mem_est = estimates(config, cfg, world)
     layout = layout_of(cfg)
-    print(f"cell {cfg.cell.id} resolved (written to {cell_file}): gradient_accumulation_steps "
-          f"{layout['gradient_accumulation_steps']}, per-device batch {layout['per_device_train_batch_size']}; "
-          f"estimate {mem_est['estimate_gib']} GiB without the vLLM share", flush=True)
+    print(
+        f"cell {cfg.cell.id} resolved (written to {cell_file}): gradient_accumulation_steps "
+        f"{layout['gradient_accumulation_steps']}, per-device batch {layout['per_device_train_batch_size']}; "
+        f"estimate {mem_est['estimate_gib']} GiB without the vLLM share",
+        flush=True,
+    )
 
     trained = train(cfg, on_gpu=on_gpu)
     result = {
         "mode": mode,
         "device": device_info(on_gpu),
-        "cell": {"id": cfg.cell.id, "model": MODEL, "algorithm": ALGORITHM, "sizing": SIZING,
-                 "candidates": list(cfg.sizing.group_sizes()), "cell_file": str(cell_file)},
-        "settings": {"steps": cfg.train.steps, "save_steps": cfg.train.save_steps,
-                     "prompts_per_step": cfg.train.prompts_per_step, "max_prompt_length": cfg.train.max_prompt_length,
-                     "max_completion_length": cfg.train.max_completion_length, "bf16": cfg.device.bf16,
-                     "master_weights": cfg.device.master_weights,
-                     "gradient_checkpointing": cfg.device.gradient_checkpointing, "use_vllm": cfg.device.use_vllm,
-                     "use_cpu": cfg.device.use_cpu, "processes": cfg.launch.processes, "stop": list(cfg.train.stop),
-                     "torch_threads": cfg.train.torch_threads},
+        "cell": {
+            "id": cfg.cell.id,
+            "model": MODEL,
+            "algorithm": ALGORITHM,
+            "sizing": SIZING,
+            "candidates": list(cfg.sizing.group_sizes()),
+            "cell_file": str(cell_file),
+        },
+        "settings": {
+            "steps": cfg.train.steps,
+            "save_steps": cfg.train.save_steps,
+            "prompts_per_step": cfg.train.prompts_per_step,
+            "max_prompt_length": cfg.train.max_prompt_length,
+            "max_completion_length": cfg.train.max_completion_length,
+            "bf16": cfg.device.bf16,
+            "master_weights": cfg.device.master_weights,
+            "gradient_checkpointing": cfg.device.gradient_checkpointing,
+            "use_vllm": cfg.device.use_vllm,
+            "use_cpu": cfg.device.use_cpu,
+            "processes": cfg.launch.processes,
+            "stop": list(cfg.train.stop),
+            "torch_threads": cfg.train.torch_threads,
+        },
         "differs_from_paper": differs,
-        "model": {"architecture": world["architecture"], **world["config"], "tokenizer_size": world["tokenizer_size"],
-                  "real_vocab_size": 151936, "params": world["params"],
-                  "params_by_estimator": mem_est.pop("params_by_estimator_this_model"),
-                  "full_size": not args.tiny, "saved_bytes": world["bytes"], "dir": world["model_dir"]},
+        "model": {
+            "architecture": world["architecture"],
+            **world["config"],
+            "tokenizer_size": world["tokenizer_size"],
+            "real_vocab_size": 151936,
+            "params": world["params"],
+            "params_by_estimator": mem_est.pop("params_by_estimator_this_model"),
+            "full_size": not args.tiny,
+            "saved_bytes": world["bytes"],
+            "dir": world["model_dir"],
+        },
         "layout": layout,
         "trainer_args": trained["trainer_args"],
         "memory": {**trained["memory"], **mem_est},
@@ -614,9 +813,15 @@ def main(argv: list[str] | None = None) -> int:
         "steps_trained": len(trained["steps"]),
         "updates": trained["global_step"],
         "checkpoints": trained["checkpoints"],
-        "timings": {"world_build_s": world_s, "model_init_s": world["init_s"], "model_save_s": world["save_s"],
-                    "resolve_s": resolve_s, "trainer_build_s": trained["trainer_build_s"],
-                    "train_s": trained["train_s"], "total_s": time.perf_counter() - t_start},
+        "timings": {
+            "world_build_s": world_s,
+            "model_init_s": world["init_s"],
+            "model_save_s": world["save_s"],
+            "resolve_s": resolve_s,
+            "trainer_build_s": trained["trainer_build_s"],
+            "train_s": trained["train_s"],
+            "total_s": time.perf_counter() - t_start,
+        },
     }
     (out / RESULT_FILE).write_text(json.dumps(result, indent=1) + "\n")
     print()

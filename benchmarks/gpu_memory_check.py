@@ -66,8 +66,14 @@ from sagc.pipeline.memory import (  # noqa: E402
 
 #: The paper config's model names of each hub id (its resolved rows per pass and vLLM share).
 PAPER_NAMES = {"Qwen/Qwen2.5-3B": "qwen2.5-3b", "meta-llama/Llama-3.2-3B": "llama-3.2-3b"}
-TINY_SHAPE = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
-              "num_key_value_heads": 2, "head_dim": 16}
+TINY_SHAPE = {
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+}
 TINY_ROWS, TINY_TOKENS = 2, 64
 SPLIT_ROWS, SPLIT_TOKENS = 4, 128
 SPLIT_TOLERANCE = 1e-5  # relative to the largest gradient entry (fp32, no autocast)
@@ -195,8 +201,12 @@ def measure_model(hub_id: str, device, tiny: bool) -> dict[str, Any]:
     policy.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     policy.config.use_cache = False
     reference.eval()
-    out: dict[str, Any] = {"params": n, "params_by_estimator": arch.params, "rows_per_pass": rows,
-                           "tokens_per_row": tokens}
+    out: dict[str, Any] = {
+        "params": n,
+        "params_by_estimator": arch.params,
+        "rows_per_pass": rows,
+        "tokens_per_row": tokens,
+    }
 
     reducer = {}
     gradients = {}
@@ -205,8 +215,7 @@ def measure_model(hub_id: str, device, tiny: bool) -> dict[str, Any]:
     for view in (False, True):
         mem.release()
         before = mem.allocated()
-        ddp = DDP(policy, device_ids=[device.index] if device.type == "cuda" else None,
-                  gradient_as_bucket_view=view)
+        ddp = DDP(policy, device_ids=[device.index] if device.type == "cuda" else None, gradient_as_bucket_view=view)
         key = "bucket_view_on_gib" if view else "bucket_view_off_gib"
         reducer[key] = _gib(_sub(mem.allocated(), before))
         if not view:
@@ -222,9 +231,12 @@ def measure_model(hub_id: str, device, tiny: bool) -> dict[str, Any]:
             grads = _sub(mem.allocated(), held)
             planned = rows * tokens * arch.activation_elements_per_token(True) * 4
             acts = None if peak is None else peak - held - grads - 2 * n
-            loss_pass = {"peak_gib": _gib(peak), "activations_gib": _gib(acts),
-                         "planned_activations_gib": _gib(planned),
-                         "activation_factor": None if acts is None else round(acts / planned, 3)}
+            loss_pass = {
+                "peak_gib": _gib(peak),
+                "activations_gib": _gib(acts),
+                "planned_activations_gib": _gib(planned),
+                "activation_factor": None if acts is None else round(acts / planned, 3),
+            }
             out["fragmentation_gib"] = _gib(_sub(reserved, peak))
             opt = torch.optim.AdamW(policy.parameters(), lr=1e-6)
             opt.step()
@@ -232,9 +244,13 @@ def measure_model(hub_id: str, device, tiny: bool) -> dict[str, Any]:
             mem.release()
             free, total = mem.driver()
             planned_share = None if share is None else share * total
-            after_step = {"free_gib": _gib(free), "driver_total_gib": _gib(total), "vllm_share": share,
-                          "planned_vllm_share_gib": _gib(planned_share),
-                          "fits": None if free is None or planned_share is None else free >= planned_share}
+            after_step = {
+                "free_gib": _gib(free),
+                "driver_total_gib": _gib(total),
+                "vllm_share": share,
+                "planned_vllm_share_gib": _gib(planned_share),
+                "fits": None if free is None or planned_share is None else free >= planned_share,
+            }
             held = mem.allocated()
             mem.reset_peak()
             with torch.no_grad():  # TRL's scoring pass: no grad, no checkpointing
@@ -243,16 +259,23 @@ def measure_model(hub_id: str, device, tiny: bool) -> dict[str, Any]:
             peak, _ = mem.peak()
             planned = rows * tokens * arch.scoring_elements_per_token() * 4
             acts = None if peak is None else peak - held - 2 * n
-            out["scoring"] = {"peak_gib": _gib(peak), "activations_gib": _gib(acts),
-                              "planned_activations_gib": _gib(planned),
-                              "activation_factor": None if acts is None else round(acts / planned, 3)}
+            out["scoring"] = {
+                "peak_gib": _gib(peak),
+                "activations_gib": _gib(acts),
+                "planned_activations_gib": _gib(planned),
+                "activation_factor": None if acts is None else round(acts / planned, 3),
+            }
             del opt
         else:
             policy.zero_grad(set_to_none=True)
         del ddp, ids, mask, labels
-    out.update(reducer=reducer | {"planned_gib": _gib(4 * n)},
-               gradients=gradients | {"planned_off_gib": _gib(4 * n), "planned_on_gib": 0.0},
-               loss_pass=loss_pass, after_step=after_step, seconds=round(time.perf_counter() - t0, 1))
+    out.update(
+        reducer=reducer | {"planned_gib": _gib(4 * n)},
+        gradients=gradients | {"planned_off_gib": _gib(4 * n), "planned_on_gib": 0.0},
+        loss_pass=loss_pass,
+        after_step=after_step,
+        seconds=round(time.perf_counter() - t0, 1),
+    )
     del policy, reference
     mem.release()
     return out
@@ -304,9 +327,16 @@ def split_passes(device_type: str) -> dict[str, Any]:
         init = f"file://{Path(tmp) / 'rendezvous'}"
         mp.spawn(_split_rank, args=(2, init, device_type, str(result)), nprocs=2, join=True)
         found = json.loads(result.read_text())
-    return {"processes": 2, "backend": "gloo", "rows": SPLIT_ROWS, "tokens_per_row": SPLIT_TOKENS,
-            "passes": [SPLIT_ROWS // 2, SPLIT_ROWS // 2], **found, "tolerance": SPLIT_TOLERANCE,
-            "equal": found["max_rel_diff"] <= SPLIT_TOLERANCE}
+    return {
+        "processes": 2,
+        "backend": "gloo",
+        "rows": SPLIT_ROWS,
+        "tokens_per_row": SPLIT_TOKENS,
+        "passes": [SPLIT_ROWS // 2, SPLIT_ROWS // 2],
+        **found,
+        "tolerance": SPLIT_TOLERANCE,
+        "equal": found["max_rel_diff"] <= SPLIT_TOLERANCE,
+    }
 
 
 def run(tiny: bool) -> dict[str, Any]:
@@ -321,18 +351,21 @@ def run(tiny: bool) -> dict[str, Any]:
         raise SystemExit("gpu_memory_check.py: no GPU here; --tiny runs the same code on CPU")
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:  # DDP of world size 1, as the plan's processes hold it
-        dist.init_process_group("nccl" if cuda else "gloo", init_method=f"file://{tmp}/rendezvous", rank=0,
-                                world_size=1)
+        dist.init_process_group(
+            "nccl" if cuda else "gloo", init_method=f"file://{tmp}/rendezvous", rank=0, world_size=1
+        )
         try:
             models = {hub_id: measure_model(hub_id, device, tiny) for hub_id in PAPER_MODEL_CONFIGS}
         finally:
             dist.destroy_process_group()
     total = torch.cuda.mem_get_info()[1] if cuda else None
     return {
-        "schema": MEASURED_SCHEMA, "tiny": tiny,
+        "schema": MEASURED_SCHEMA,
+        "tiny": tiny,
         "device": torch.cuda.get_device_name(0) if cuda else "cpu",
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__, "trl": trl.__version__},
-        "driver_total_gib": _gib(total), "vllm_workspace_gib": VLLM_WORKSPACE_GIB,
+        "driver_total_gib": _gib(total),
+        "vllm_workspace_gib": VLLM_WORKSPACE_GIB,
         "models": models,
         "split_passes": split_passes("cuda" if cuda else "cpu"),
         "seconds": round(time.perf_counter() - t0, 1),

@@ -53,7 +53,7 @@ def report(jobs: list[dict], top: int) -> str:
         by_rule[j["rule"]].append(j)
     lines = [f"{'stage':<10} {'rule':<16} {'jobs':>5} {'job-s':>8} {'mean s':>7} {'cpu s':>8}"]
     stage_totals: dict[str, float] = defaultdict(float)
-    for rule, js in sorted(by_rule.items(), key=lambda kv: (list(STAGES).index(kv[0]) if kv[0] in STAGES else 99)):
+    for rule, js in sorted(by_rule.items(), key=lambda kv: list(STAGES).index(kv[0]) if kv[0] in STAGES else 99):
         total = sum(j["s"] for j in js)
         stage_totals[STAGES.get(rule, "other")] += total
         lines.append(f"{STAGES.get(rule, 'other'):<10} {rule:<16} {len(js):>5} {total:>8.0f} "
@@ -62,12 +62,17 @@ def report(jobs: list[dict], top: int) -> str:
     if train:
         trained = sum(j["training_s"] for j in train)
         whole = sum(j["s"] for j in train)
-        lines.append(f"\ntrain jobs: {whole:.0f} job-s, of which {trained:.0f} s in training steps and "
-                     f"{whole - trained:.0f} s outside them ({(whole - trained) / len(train):.1f} s a job: "
-                     "imports, model load, W&B, saving)")
+        lines.append(
+            f"\ntrain jobs: {whole:.0f} job-s, of which {trained:.0f} s in training steps and "
+            f"{whole - trained:.0f} s outside them ({(whole - trained) / len(train):.1f} s a job: "
+            "imports, model load, W&B, saving)"
+        )
     total = sum(stage_totals.values())
-    lines.append("\nper stage (job-s): " + ", ".join(f"{k} {v:.0f}" for k, v in stage_totals.items())
-                 + f"; all {total:.0f} job-s = {total / 2 / 60:.1f} min on 2 cores if perfectly packed")
+    lines.append(
+        "\nper stage (job-s): "
+        + ", ".join(f"{k} {v:.0f}" for k, v in stage_totals.items())
+        + f"; all {total:.0f} job-s = {total / 2 / 60:.1f} min on 2 cores if perfectly packed"
+    )
     lines.append(f"\nslowest {top} jobs:")
     for j in sorted(jobs, key=lambda j: -j["s"])[:top]:
         lines.append(f"  {j['s']:7.1f} s  {j['rule']}/{j['job']}")

@@ -33,8 +33,10 @@ def main() -> None:
         t0 = time.perf_counter()
         r = run_fixed(g, src, args.steps, g, tp, tau=2.0, scope="step")
         dt = time.perf_counter() - t0
-        print(f"fixed G={g:2d}, pool drawn on the fly: {args.steps / dt:10,.0f} steps/s "
-              f"({args.steps} steps, {args.prompts} prompts, straggler rate {r.straggler.mean():.3f})")
+        print(
+            f"fixed G={g:2d}, pool drawn on the fly: {args.steps / dt:10,.0f} steps/s "
+            f"({args.steps} steps, {args.prompts} prompts, straggler rate {r.straggler.mean():.3f})"
+        )
     cached = CachedSource(ParametricLengths(cfg.lengths, args.steps, args.prompts, seed=0), args.steps, width)
     for g in (4, 16):
         t0 = time.perf_counter()
@@ -47,8 +49,10 @@ def main() -> None:
     t0 = time.perf_counter()
     r = run_controller(SAGCController(), src, n, width, tp, "sagc")
     dt = time.perf_counter() - t0
-    print(f"SAGC controller loop:               {n / dt:10,.0f} steps/s ({1e6 * dt / n:.1f} us/step, "
-          f"mean G {r.group_size.mean():.2f})")
+    print(
+        f"SAGC controller loop:               {n / dt:10,.0f} steps/s ({1e6 * dt / n:.1f} us/step, "
+        f"mean G {r.group_size.mean():.2f})"
+    )
 
 
 if __name__ == "__main__":

@@ -30,7 +30,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 import outdir  # benchmarks/outdir.py: this script's folder is on sys.path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -43,8 +42,10 @@ def _check_fresh(run_dir: Path, steps: int) -> None:
     """The run trained ``steps`` steps just now (not a reused or resumed result)."""
     done = json.loads((run_dir / "done.json").read_text())
     if done.get("resumed_from") is not None or done.get("steps") != steps:
-        raise SystemExit(f"error: {run_dir} did not train {steps} steps from scratch "
-                         f"(steps {done.get('steps')}, resumed_from {done.get('resumed_from')})")
+        raise SystemExit(
+            f"error: {run_dir} did not train {steps} steps from scratch "
+            f"(steps {done.get('steps')}, resumed_from {done.get('resumed_from')})"
+        )
 
 
 def _cell(base: dict, sizing: str, steps: int, out: Path) -> dict:
@@ -85,13 +86,22 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cell", required=True, help="a tiny-world training cell (JSON)")
     ap.add_argument("--steps", type=int, default=8)
-    ap.add_argument("--out", default=str(DEFAULT_OUT),
-                    help="output folder, emptied first if this benchmark made it (default: %(default)s)")
+    ap.add_argument(
+        "--out",
+        default=str(DEFAULT_OUT),
+        help="output folder, emptied first if this benchmark made it (default: %(default)s)",
+    )
     args = ap.parse_args()
     base = json.loads(Path(args.cell).read_text())
     out = outdir.prepare_out(Path(args.out), MARKER, "benchmarks/tiny_training.py")
-    env = {**os.environ, "WANDB_MODE": "offline", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-           "WANDB_X_DISABLE_STATS": "true", "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    env = {
+        **os.environ,
+        "WANDB_MODE": "offline",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "WANDB_X_DISABLE_STATS": "true",
+        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
+    }
 
     wall = {}
     for sizing in ("g16", "sagc"):
@@ -127,14 +137,22 @@ def main() -> None:
         from sagc.simulate import ReplayConfig, SimConfig, simulate
 
         sc = dict(base.get("sizing", {}).get("sagc", {}))
-        sim = SimConfig.from_dict({"source": "replay", "lengths": ReplayConfig(trace=str(trace)),
-                                   "sizings": ["g16", "sagc"], "sagc": {k: v for k, v in sc.items() if k != "seed"}})
+        sim = SimConfig.from_dict(
+            {
+                "source": "replay",
+                "lengths": ReplayConfig(trace=str(trace)),
+                "sizings": ["g16", "sagc"],
+                "sagc": {k: v for k, v in sc.items() if k != "seed"},
+            }
+        )
         res = simulate(sim)
         recorded = hist[M.STRAGGLER].astype(bool).to_numpy()
         same = np.array_equal(res["g16"].straggler, recorded[: res["g16"].steps])
-        print(f"replay of g16's trace: flags {'match' if same else 'DIFFER'}; simulated SAGC on it: "
-              f"straggler {res['sagc'].straggler.mean():.3f}, "
-              f"speed-up {res['g16'].step_s.sum() / res['sagc'].step_s.sum():.2f} (H200 assumptions)")
+        print(
+            f"replay of g16's trace: flags {'match' if same else 'DIFFER'}; simulated SAGC on it: "
+            f"straggler {res['sagc'].straggler.mean():.3f}, "
+            f"speed-up {res['g16'].step_s.sum() / res['sagc'].step_s.sum():.2f} (H200 assumptions)"
+        )
 
 
 if __name__ == "__main__":

@@ -60,13 +60,19 @@ def _fast_model(arch, data_dir, tokenizer_dir, out, num_heads=4, num_kv_heads=2)
 
     torch.set_num_threads(1)
     build_base_model(
-        arch, data_dir, tokenizer_dir, out, seed=FIXTURE_SEED,
-        size=ModelSize(hidden_size=64, num_layers=2, num_heads=num_heads, num_kv_heads=num_kv_heads,
-                       intermediate_size=128),
+        arch,
+        data_dir,
+        tokenizer_dir,
+        out,
+        seed=FIXTURE_SEED,
+        size=ModelSize(
+            hidden_size=64, num_layers=2, num_heads=num_heads, num_kv_heads=num_kv_heads, intermediate_size=128
+        ),
         # ~13 s per model on one thread: enough to learn the format (about 2/3 of sampled
         # completions end with one box), not the arithmetic (accuracy a few percent).
-        warm=WarmStartParams(steps=120, batch_size=16, learning_rate=5e-3, warmup_steps=5,
-                             check_frac=0.05, max_length=160),
+        warm=WarmStartParams(
+            steps=120, batch_size=16, learning_rate=5e-3, warmup_steps=5, check_frac=0.05, max_length=160
+        ),
         eval_samples=0,
     )
     return out
@@ -74,14 +80,12 @@ def _fast_model(arch, data_dir, tokenizer_dir, out, num_heads=4, num_kv_heads=2)
 
 @pytest.fixture(scope="session")
 def tiny_qwen2_dir(tiny_data_dir, tiny_tokenizer_dir, tmp_path_factory):
-    return _fast_model("qwen2", tiny_data_dir, tiny_tokenizer_dir,
-                       tmp_path_factory.mktemp("tiny_world") / "tiny-qwen2")
+    return _fast_model("qwen2", tiny_data_dir, tiny_tokenizer_dir, tmp_path_factory.mktemp("tiny_world") / "tiny-qwen2")
 
 
 @pytest.fixture(scope="session")
 def tiny_llama_dir(tiny_data_dir, tiny_tokenizer_dir, tmp_path_factory):
-    return _fast_model("llama", tiny_data_dir, tiny_tokenizer_dir,
-                       tmp_path_factory.mktemp("tiny_world") / "tiny-llama")
+    return _fast_model("llama", tiny_data_dir, tiny_tokenizer_dir, tmp_path_factory.mktemp("tiny_world") / "tiny-llama")
 
 
 @pytest.fixture(scope="session")

@@ -11,12 +11,17 @@ import yaml
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 
 #: Overlay file -> the config it is layered on.
-OVERLAYS = {"prompt.yaml": "default.yaml", "replicate.yaml": "default.yaml", "world-check.yaml": "default.yaml",
-            "beyond.yaml": "default.yaml", "dev.yaml": "default.yaml", "ci-vllm.yaml": "ci.yaml"}
+OVERLAYS = {
+    "prompt.yaml": "default.yaml",
+    "replicate.yaml": "default.yaml",
+    "world-check.yaml": "default.yaml",
+    "beyond.yaml": "default.yaml",
+    "dev.yaml": "default.yaml",
+    "ci-vllm.yaml": "ci.yaml",
+}
 
 SHIPPED: list[tuple[Path, ...]] = [
-    (CONFIG_DIR / OVERLAYS[p.name], p) if p.name in OVERLAYS else (p,)
-    for p in sorted(CONFIG_DIR.glob("*.yaml"))
+    (CONFIG_DIR / OVERLAYS[p.name], p) if p.name in OVERLAYS else (p,) for p in sorted(CONFIG_DIR.glob("*.yaml"))
 ]
 
 

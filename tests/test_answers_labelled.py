@@ -82,4 +82,3 @@ def test_labelled_response(benchmark, response, reference, strict, lenient):
 def test_the_table_is_large_and_covers_every_benchmark():
     assert len(LABELLED) >= 40
     assert {b for b, *_ in LABELLED} == {"gpqa", "aime", "amc", "tiny"}
-

@@ -1,9 +1,12 @@
-"""No import cycle between the parts of ``sagc``: its subpackages and top-level modules.
+"""No import cycle between the parts of ``sagc`` (its subpackages and top-level modules),
+and none between its files.
 
 Every ``import`` statement counts, wherever it is (module level, inside a function, under
 ``TYPE_CHECKING``): a function-local import only defers a cycle to the first call. A part
 is a subpackage (``sagc.controller``), a top-level module (``sagc.lengths``) or the root
-package's ``__init__`` (``sagc``); imports within one part are its own business.
+package's ``__init__`` (``sagc``). A file is a module, a package being its ``__init__``;
+``from sagc.a.b import f`` is an edge to ``sagc.a.b`` alone (a package's ``__init__``
+importing its own modules, which then import each other, is how packages work).
 """
 
 from __future__ import annotations
@@ -43,15 +46,16 @@ def imported(tree: ast.AST, module: str, is_package: bool, root: Path = SRC) -> 
     return {m for m in out if m == "sagc" or m.startswith("sagc.")}
 
 
-def import_graph(root: Path = SRC) -> dict[str, dict[str, set[str]]]:
-    """``{part: {imported part: {importing modules}}}`` over every module under ``root/sagc``."""
+def import_graph(root: Path = SRC, node=part_of) -> dict[str, dict[str, set[str]]]:
+    """``{node: {imported node: {importing modules}}}`` over every module under ``root/sagc``;
+    a node is a part (``part_of``) or, with ``node=str``, the module itself."""
     graph: dict[str, dict[str, set[str]]] = {}
     for path in sorted((root / "sagc").rglob("*.py")):
         module = module_name(path, root)
         tree = ast.parse(path.read_text(), filename=str(path))
-        src = part_of(module)
+        src = node(module)
         for target in imported(tree, module, path.name == "__init__.py", root):
-            dst = part_of(target)
+            dst = node(target)
             if dst != src:
                 graph.setdefault(src, {}).setdefault(dst, set()).add(module)
     return graph
@@ -92,14 +96,28 @@ def cycles(graph: dict[str, dict[str, set[str]]]) -> list[list[str]]:
     return sorted(found)
 
 
-def test_no_import_cycle_between_the_parts_of_sagc():
-    graph = import_graph()
+def cycle_report(graph: dict[str, dict[str, set[str]]]) -> str:
+    """Each cycle with its edges and the modules that import along them ("" when none)."""
     problems = []
     for component in cycles(graph):
-        edges = [f"  {a} -> {b} (imported in {', '.join(sorted(graph[a][b]))})"
-                 for a in component for b in component if b in graph.get(a, {})]
+        edges = [
+            f"  {a} -> {b}" + ("" if graph[a][b] == {a} else f" (imported in {', '.join(sorted(graph[a][b]))})")
+            for a in component
+            for b in component
+            if b in graph.get(a, {})
+        ]
         problems.append(f"cycle between {', '.join(component)}:\n" + "\n".join(edges))
-    assert not problems, "\n".join(problems)
+    return "\n".join(problems)
+
+
+def test_no_import_cycle_between_the_parts_of_sagc():
+    report = cycle_report(import_graph())
+    assert not report, report
+
+
+def test_no_import_cycle_between_the_files_of_sagc():
+    report = cycle_report(import_graph(node=str))
+    assert not report, report
 
 
 def test_every_import_counts_function_local_and_relative_ones_too(tmp_path):
@@ -126,3 +144,15 @@ def test_every_import_counts_function_local_and_relative_ones_too(tmp_path):
     }
     assert cycles(graph) == [["sagc", "sagc.a", "sagc.b"]]
     assert graph["sagc.a"]["sagc.b"] == {"sagc.a.x"}
+
+
+def test_a_file_cycle_within_one_part_is_found_through_any_import(tmp_path):
+    pkg = tmp_path / "sagc"
+    (pkg / "a").mkdir(parents=True)
+    for name in ("__init__.py", "a/__init__.py"):
+        (pkg / name).write_text("")
+    (pkg / "a" / "x.py").write_text("def f():\n    from sagc.a import y\n")  # function-local
+    (pkg / "a" / "y.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .x import f\n")
+    (pkg / "a" / "z.py").write_text("from sagc.a import y\n")  # imports into the circle, not part of it
+    assert cycles(import_graph(tmp_path)) == []  # one part
+    assert cycles(import_graph(tmp_path, node=str)) == [["sagc.a.x", "sagc.a.y"]]

@@ -16,10 +16,17 @@ SUFFIXES = {".py", ".smk", ".md", ".yaml", ".yml", ".toml", ".rst", ".txt", ".js
 #: An issue number ("issue" followed by a number, or a hash sign and a number), a sibling
 #: folder of the checkout, an absolute path of the machine the code was written on, or the
 #: notes that folder held. (Built from pieces so that this file does not match itself.)
-FORBIDDEN = re.compile("|".join([
-    r"\b[Ii]ssues? ?#?\d+", r"(?<![\w&/\"'])#\d{1,4}\b", r"\.\./" + "shared", "/" + r"work/",
-    "field" + r"[- ]notes",
-]))
+FORBIDDEN = re.compile(
+    "|".join(
+        [
+            r"\b[Ii]ssues? ?#?\d+",
+            r"(?<![\w&/\"'])#\d{1,4}\b",
+            r"\.\./" + "shared",
+            "/" + r"work/",
+            "field" + r"[- ]notes",
+        ]
+    )
+)
 
 
 def _files():
@@ -33,6 +40,9 @@ def _files():
 
 @pytest.mark.parametrize("path", [pytest.param(p, id=p.relative_to(REPO).as_posix()) for p in _files()])
 def test_no_issue_numbers_or_outside_paths(path):
-    hits = [f"{i}: {line.strip()}" for i, line in enumerate(path.read_text(errors="replace").splitlines(), 1)
-            if FORBIDDEN.search(line)]
+    hits = [
+        f"{i}: {line.strip()}"
+        for i, line in enumerate(path.read_text(errors="replace").splitlines(), 1)
+        if FORBIDDEN.search(line)
+    ]
     assert not hits, f"{path.relative_to(REPO)}:\n" + "\n".join(hits)

@@ -163,15 +163,17 @@ def test_a_signal_the_kernel_hands_to_another_thread_of_the_client_still_reaches
     thread, waiting on the socket, must still forward it. Forced here: the main thread blocks
     SIGTERM, so only the helper thread can take it."""
     script = tmp_path / "client.py"
-    script.write_text(textwrap.dedent(
-        """
+    script.write_text(
+        textwrap.dedent(
+            """
         import signal, sys, threading, time
         from sagc import warm
         threading.Thread(target=time.sleep, args=(120,), daemon=True).start()  # SIGTERM unblocked
         signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM])  # ... here: the helper takes it
         sys.exit(warm.run_warm(["warm_probe", "--sleep"]))
         """
-    ))
+        )
+    )
     proc = subprocess.Popen([sys.executable, str(script)], cwd=tmp_path, stdout=subprocess.PIPE, text=True,
                             env={**env, "SAGC_WARM_SOCKET": str(server.path)})  # fmt: skip
     assert proc.stdout.readline().split()[0] == "pid"

@@ -27,12 +27,12 @@ def _keep_int(value: Any, handler: Any) -> Any:
     return value if type(value) is int else out
 
 
-def Number(**bounds: float) -> Any:  # noqa: N802 - used as a type
+def Number(**bounds: float) -> Any:
     """A finite int or float (not a bool, not a numeric string) within ``bounds`` (gt/ge/le)."""
     return Annotated[float, Field(strict=True, allow_inf_nan=False, **bounds), WrapValidator(_keep_int)]
 
 
-def OneOf(values: tuple[str, ...]) -> Any:  # noqa: N802 - used as a type
+def OneOf(values: tuple[str, ...]) -> Any:
     return Annotated[Literal[values], Expect(f"one of {list(values)}")]
 
 
@@ -46,12 +46,24 @@ Text = Annotated[str, Field(strict=True, min_length=1), Expect("a non-empty stri
 # -- pydantic's errors as one clear message --------------------------------------------------------
 
 #: What a value must be, by pydantic error type, for keys whose type carries no ``Expect``.
-_WORDS = {"float_type": "a finite number", "finite_number": "a finite number", "int_type": "an integer",
-          "bool_type": "true or false", "string_type": "a string", "model_type": "a mapping",
-          "model_attributes_type": "a mapping", "dict_type": "a mapping", "tuple_type": "a list",
-          "list_type": "a list"}
-_BOUNDS = {"greater_than": ("gt", ">"), "greater_than_equal": ("ge", ">="), "less_than": ("lt", "<"),
-           "less_than_equal": ("le", "<=")}
+_WORDS = {
+    "float_type": "a finite number",
+    "finite_number": "a finite number",
+    "int_type": "an integer",
+    "bool_type": "true or false",
+    "string_type": "a string",
+    "model_type": "a mapping",
+    "model_attributes_type": "a mapping",
+    "dict_type": "a mapping",
+    "tuple_type": "a list",
+    "list_type": "a list",
+}
+_BOUNDS = {
+    "greater_than": ("gt", ">"),
+    "greater_than_equal": ("ge", ">="),
+    "less_than": ("lt", "<"),
+    "less_than_equal": ("le", "<="),
+}
 
 
 def _model_in(annotation: Any) -> type[BaseModel] | None:
@@ -62,11 +74,20 @@ def _model_in(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
+def _keys(model: type[BaseModel]) -> dict[str, FieldInfo]:
+    """A model's fields by the key a file states them with: a field's validation alias (the
+    file's name for it, where the Python name differs), else its name."""
+    return {
+        info.validation_alias if isinstance(info.validation_alias, str) else name: info
+        for name, info in model.model_fields.items()
+    }
+
+
 def _field_at(model: type[BaseModel] | None, loc: tuple) -> tuple[FieldInfo | None, int]:
     """The innermost field ``loc`` names, and how many parts of ``loc`` lead to it."""
     info, depth = None, 0
-    while depth < len(loc) and model is not None and loc[depth] in model.model_fields:
-        info = model.model_fields[loc[depth]]
+    while depth < len(loc) and model is not None and loc[depth] in _keys(model):
+        info = _keys(model)[loc[depth]]
         model, depth = _model_in(info.annotation), depth + 1
     return info, depth
 
@@ -95,8 +116,7 @@ def describe(err: ValidationError, model: type[BaseModel], prefix: tuple = ()) -
     errors = err.errors(include_url=False)
     for e in errors:
         loc, kind = tuple(e["loc"]), e["type"]
-        if kind == "too_short" and any(tuple(o["loc"])[:len(loc)] == loc and len(o["loc"]) > len(loc)
-                                       for o in errors):
+        if kind == "too_short" and any(tuple(o["loc"])[: len(loc)] == loc and len(o["loc"]) > len(loc) for o in errors):
             continue  # a list whose items failed counts as too short too: the items' errors say why
         if kind == "extra_forbidden":
             unknown.setdefault(loc[:-1], []).append(str(loc[-1]))
@@ -120,7 +140,7 @@ def describe(err: ValidationError, model: type[BaseModel], prefix: tuple = ()) -
         clauses.append(f"{key} must be {words}, got {e['input']!r}" if words else f"{key}: {e['msg']}")
     for parent, keys in unknown.items():
         owner = _model_in(_field_at(model, parent)[0].annotation) if parent else model
-        allowed = f" (allowed: {sorted(owner.model_fields)})" if owner is not None else ""
+        allowed = f" (allowed: {sorted(_keys(owner))})" if owner is not None else ""
         where = _dotted(prefix + parent)
         if where:
             clauses.append(f"unknown key(s) in {where}: {', '.join(f'{where}.{k}' for k in keys)}{allowed}")

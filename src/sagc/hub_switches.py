@@ -10,7 +10,7 @@ pipeline and the evaluation read it, and the evaluation does not depend on the p
 from __future__ import annotations
 
 import os
-from typing import Mapping
+from collections.abc import Mapping
 
 # The switches that keep huggingface_hub / datasets / transformers off the network.
 HUB_OFFLINE_FLAGS = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")
@@ -37,6 +37,8 @@ def offline_switches(environ: Mapping[str, str] | None = None) -> list[str]:
 
 def hub_switched_off_reason(switches: list[str]) -> str:
     """Why staging did not reach the hub: a switch, not the network, and how to clear it."""
-    return (f"the hub is switched off in this environment by {' and '.join(switches)}; the "
-            f"staging rules clear these switches, and a staging command run by hand must too "
-            f"(prefix it with `{HUB_ACCESS_PREFIX}`)")
+    return (
+        f"the hub is switched off in this environment by {' and '.join(switches)}; the "
+        f"staging rules clear these switches, and a staging command run by hand must too "
+        f"(prefix it with `{HUB_ACCESS_PREFIX}`)"
+    )

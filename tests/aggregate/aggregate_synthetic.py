@@ -156,8 +156,4 @@ def write_eval(path: Path, model: str, cell: str, acc: dict[str, float]) -> None
     for task, a in acc.items():
         ones = round(N_DOCS * a)
         rows = [{"doc_id": i, "exact_match": float(i < ones)} for i in range(N_DOCS)]
-        (samples / f"samples_{task}_2026-01-01T00-00-00.jsonl").write_text(
-            "".join(json.dumps(r) + "\n" for r in rows)
-        )
-
-
+        (samples / f"samples_{task}_2026-01-01T00-00-00.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))

@@ -9,10 +9,22 @@ import tempfile
 from pathlib import Path
 
 import pytest
+
 from tests.aggregate.aggregate_synthetic import (
-    ALGO, BASE_EVAL, BASE_RATES, DELTA, EVAL, MODEL, SEEDS, SIZINGS, STEPS, accuracy, history_rows,
-    log_offline_run, write_eval,
-)  # fmt: skip
+    ALGO,
+    BASE_EVAL,
+    BASE_RATES,
+    DELTA,
+    EVAL,
+    MODEL,
+    SEEDS,
+    SIZINGS,
+    STEPS,
+    accuracy,
+    history_rows,
+    log_offline_run,
+    write_eval,
+)
 
 # matplotlib reads MPLCONFIGDIR once, at import: point it away from ~/.config first.
 os.environ.setdefault("MPLCONFIGDIR", tempfile.mkdtemp(prefix="sagc-test-mpl-"))
@@ -67,8 +79,9 @@ def synthetic_world(wandb_env, tmp_path_factory):
     write_eval(root / base_eval, MODEL, "base", BASE_EVAL)
     report = Path("results/t/models") / MODEL / "stragglers.json"
     (root / report).parent.mkdir(parents=True)
-    (root / report).write_text(json.dumps({"per_group_size": [{"group_size": g, "straggler_rate": r}
-                                                              for g, r in BASE_RATES.items()]}))
+    (root / report).write_text(
+        json.dumps({"per_group_size": [{"group_size": g, "straggler_rate": r} for g, r in BASE_RATES.items()]})
+    )
     grid = {"name": "t", "time_unit": "min", "last_k": 3, "allow_partial": False, "tau": 2.0,
             "delta": DELTA, "budgets": {"sagc": DELTA}, "straggler_reports": {MODEL: str(report)},
             "wandb": {"source": "offline"}, "cells": cells,

@@ -15,7 +15,7 @@ import pandas as pd
 
 from sagc import metrics
 from sagc.aggregate.collect import BaseResult, CellResult, Collected
-from sagc.aggregate.grid import BaseModel, Cell, Grid
+from sagc.aggregate.grid import BaseModelOutputs, CellOutputs, ResultGrid
 from sagc.aggregate.reader import RunData
 from sagc.aggregate.stats import cell_stats, fixed_group_size
 
@@ -74,13 +74,21 @@ def figure_collected(seeds=SEEDS, sizings=SIZINGS, tie: bool = True) -> Collecte
             for sizing in sizings:
                 for seed in seeds:
                     cid = f"{model}/{algo}/{sizing}/seed{seed}"
-                    cell = Cell(id=cid, model=model, algorithm=algo, sizing=sizing, seed=seed,
+                    cell = CellOutputs(id=cid, model=model, algorithm=algo, sizing=sizing, seed=seed,
                                 train_dir=root / "train" / cid,
                                 eval_summary=root / "eval" / cid / "summary.json", max_steps=STEPS)  # fmt: skip
                     history = _history(rng, sizing)
-                    config = {"model": model, "algorithm": algo, "sizing": sizing, "seed": seed,
-                              "config": {"sizing": {"name": sizing, "sagc": {"delta": DELTA[sizing]}}
-                                         if sizing in DELTA else {"name": sizing, "sagc": {"tau": 2.0}}}}
+                    config = {
+                        "model": model,
+                        "algorithm": algo,
+                        "sizing": sizing,
+                        "seed": seed,
+                        "config": {
+                            "sizing": {"name": sizing, "sagc": {"delta": DELTA[sizing]}}
+                            if sizing in DELTA
+                            else {"name": sizing, "sagc": {"tau": 2.0}}
+                        },
+                    }
                     evals = {}
                     for t, task in enumerate(TASKS):
                         tied = tie and t == 0 and sizing in ("g4", "g8")
@@ -95,11 +103,11 @@ def figure_collected(seeds=SEEDS, sizings=SIZINGS, tie: bool = True) -> Collecte
                                               cell_stats(history, 5), evals))  # fmt: skip
     base = []
     for model in MODELS:
-        b = BaseModel(model=model, eval_summary=root / "eval" / model / "base" / "summary.json")
+        b = BaseModelOutputs(model=model, eval_summary=root / "eval" / model / "base" / "summary.json")
         evals = {task: {"accuracy": 0.2, "accuracy_stderr": 0.04, "mean_output_tokens": 50.0,
                         "truncation_rate": 0.0, "n_samples": 64.0, "accuracy_lenient": 0.3,
                         "samples_per_problem": 4.0, "pass_at_n": 0.4} for task in TASKS}  # fmt: skip
         base.append(BaseResult(b, evals))
-    grid = Grid(name="fig", cells=tuple(cells), base=tuple(r.base for r in base), tables_dir=root / "tables",
+    grid = ResultGrid(name="fig", cells=tuple(cells), base=tuple(r.base for r in base), tables_dir=root / "tables",
                 figures_dir=Path("paper_figures/fig"), time_unit="s", tau=2.0)  # fmt: skip
     return Collected(grid, results, base)

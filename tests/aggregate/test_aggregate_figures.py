@@ -15,10 +15,10 @@ from sagc.aggregate.figures import (
     _RC,
     FIGURE_NAMES,
     FIGURES,
-    save,
     length_ratio_figure,
     posterior_figure,
     reward_vs_time_figure,
+    save,
     straggler_rate_figure,
 )
 from sagc.aggregate.grid import parse_grid
@@ -81,7 +81,12 @@ def test_sizing_colours_are_consistent_across_figures(synthetic_world):
 
 def test_palette_order_and_fallback():
     assert sizing_order(["sagc", "g16", "sagc-tau3", "g4", "g32", "g8"]) == [
-        "g4", "g8", "g16", "g32", "sagc", "sagc-tau3"
+        "g4",
+        "g8",
+        "g16",
+        "g32",
+        "sagc",
+        "sagc-tau3",
     ]
     pal = palette(["sagc-tau3", "g4"])
     assert list(pal) == ["g4", "sagc-tau3"]
@@ -146,8 +151,11 @@ def _legend_labels(fig) -> list[str]:
 def test_straggler_rate_plot_marks_each_controllers_budget_delta(big):
     fig = _draw(straggler_rate_figure, big)
     ax = fig.axes[0]
-    dashed = {round(line.get_ydata()[0], 6): to_hex(line.get_color()) for line in ax.get_lines()
-              if line.get_linestyle() == "--"}
+    dashed = {
+        round(line.get_ydata()[0], 6): to_hex(line.get_color())
+        for line in ax.get_lines()
+        if line.get_linestyle() == "--"
+    }
     pal = palette(SIZINGS)
     assert dashed == {DELTA["sagc"] * 100: pal["sagc"], DELTA["sagc-fast"] * 100: pal["sagc-fast"]}
     assert {"δ = 0.3 (sagc)", "δ = 0.5 (sagc-fast)"} <= set(_legend_labels(fig))

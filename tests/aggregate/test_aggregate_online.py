@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 import pytest
-from tests.aggregate.aggregate_synthetic import history_rows
 
 from sagc.aggregate.collect import collect
 from sagc.aggregate.errors import OnlineSourceError, RunNotFoundError
 from sagc.aggregate.grid import WandbSource, parse_grid
 from sagc.aggregate.reader import OfflineReader, OnlineReader, make_reader, online_filters
 from sagc.aggregate.tables import efficiency_table
+from tests.aggregate.aggregate_synthetic import history_rows
 
 SOURCE = WandbSource(source="online", entity="lab", project="sagc", group="t")
 

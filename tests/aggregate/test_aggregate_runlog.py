@@ -11,12 +11,12 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from tests.aggregate.aggregate_synthetic import log_offline_run
 
 from sagc.aggregate.errors import CorruptRunFileError, RunNotFoundError
-from sagc.aggregate.grid import Cell
+from sagc.aggregate.grid import CellOutputs
 from sagc.aggregate.reader import OfflineReader, find_run_files, read_run_file
 from sagc.aggregate.runlog import BLOCK_SIZE, read_run_log
+from tests.aggregate.aggregate_synthetic import log_offline_run
 
 
 def _same(a, b) -> bool:
@@ -25,11 +25,11 @@ def _same(a, b) -> bool:
     return a == b
 
 
-def _cell(train_dir: Path, **kw) -> Cell:
+def _cell(train_dir: Path, **kw) -> CellOutputs:
     fields = dict(id="m/grpo/g4/seed0", model="m", algorithm="grpo", sizing="g4", seed=0,
                   train_dir=train_dir, eval_summary=train_dir / "none.json")  # fmt: skip
     fields.update(kw)
-    return Cell(**fields)
+    return CellOutputs(**fields)
 
 
 def test_wandb_version_is_the_pinned_one():

@@ -15,10 +15,10 @@ from sagc.aggregate.api import aggregate
 from sagc.aggregate.collect import collect
 from sagc.aggregate.grid import parse_grid
 from sagc.aggregate.outputs import table_files, table_outputs
+from sagc.aggregate.primary import headline_claims
 from sagc.aggregate.tables import downstream_table, efficiency_table
 from sagc.costs import step_cost
 from tests.aggregate.aggregate_synthetic import SEEDS, STEPS, history_rows
-from sagc.aggregate.primary import headline_claims
 
 SQRT2 = math.sqrt(2)
 
@@ -77,8 +77,10 @@ def test_efficiency_values_by_hand(collected):
 def test_efficiency_markdown_and_latex(collected):
     table = efficiency_table(collected)
     md, tex = table.markdown(), table.latex()
-    assert ("| Model | Algorithm | Sizing | Seeds | Straggler rate (%) | 2nd-half straggler rate (%) | "
-            "Mean G | Decode steps / step | Cost speed-up vs g16 |") in md
+    assert (
+        "| Model | Algorithm | Sizing | Seeds | Straggler rate (%) | 2nd-half straggler rate (%) | "
+        "Mean G | Decode steps / step | Cost speed-up vs g16 |"
+    ) in md
     sagc_line = next(line for line in md.splitlines() if "| sagc |" in line)
     cells = [c.strip() for c in sagc_line.strip("|").split("|")]
     assert cells[:4] == ["tiny-a", "grpo", "sagc", "2/2"]
@@ -131,7 +133,6 @@ def test_straggler_structure_by_quarter(collected):
     assert "| 100.0 " in rows["g16"] and "| 75.0 [" in rows["g16"]
 
 
-
 def test_rate_intervals_stay_inside_zero_and_one():
     from types import SimpleNamespace
 
@@ -174,9 +175,13 @@ def test_primary_family_on_two_seeds(collected):
     p1 = p["P1"].interval
     assert (p1.estimate, p1.sd, p1.p, p1.df) == (pytest.approx(mean), pytest.approx(sd), pytest.approx(raw), 1)
     assert "91.7% → 33.3%" in p["P1"].detail
+
     # P2, the registered step cost: per seed log(g16's summed cost / sagc's), from the rows.
     def total(sizing, seed):
-        return sum(step_cost(r[metrics.DECODE_STEPS], r[metrics.TRAIN_PADDED_TOKENS]) for r in history_rows(sizing, seed))
+        return sum(
+            step_cost(r[metrics.DECODE_STEPS], r[metrics.TRAIN_PADDED_TOKENS]) for r in history_rows(sizing, seed)
+        )
+
     logs = [math.log(total("g16", s) / total("sagc", s)) for s in SEEDS]
     assert p["P2"].interval.estimate == pytest.approx(math.exp(np.mean(logs)))
     assert p["P2"].interval.se == pytest.approx(np.std(logs, ddof=1) / SQRT2)
@@ -214,8 +219,10 @@ def test_budget_and_best_static_secondaries_on_two_seeds(collected):
 
 def _relabel(collected, sizing: str, seeds: dict[int, int]):
     """The collected grid with one sizing's seed labels permuted (its runs and evaluations kept)."""
-    cells = [replace(r, cell=r.cell.model_copy(update={"seed": seeds[r.cell.seed]})) if r.cell.sizing == sizing else r
-             for r in collected.cells]
+    cells = [
+        replace(r, cell=r.cell.model_copy(update={"seed": seeds[r.cell.seed]})) if r.cell.sizing == sizing else r
+        for r in collected.cells
+    ]
     return replace(collected, cells=cells)
 
 
@@ -240,8 +247,10 @@ def test_length_tail_table_reads_the_largest_g_traces(world_copy):
     rng = np.random.default_rng(0)
     groups = {}
     for seed in SEEDS:
-        steps = [TraceStep(step, 16, tuple(rng.lognormal(4, 0.8, 16).round() + 1 for _ in range(2)))
-                 for step in range(1, STEPS + 1)]
+        steps = [
+            TraceStep(step, 16, tuple(rng.lognormal(4, 0.8, 16).round() + 1 for _ in range(2)))
+            for step in range(1, STEPS + 1)
+        ]
         write_trace(root / f"results/t/train/tiny-a/grpo/g16/seed{seed}/lengths.jsonl", steps)
         groups[seed] = [g for s in steps for g in s.lengths]
     table = length_tail_table(collect(parse_grid(grid, root=root)))

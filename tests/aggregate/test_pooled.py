@@ -60,7 +60,7 @@ def test_pooled_interval_is_the_stratum_means_contrast_of_least_squares():
     design = np.zeros((x.size, len(strata)))
     row = 0
     for k, s in enumerate(strata):
-        design[row:row + s.size, k] = 1
+        design[row : row + s.size, k] = 1
         row += s.size
     fit = sm.OLS(x, design).fit()
     test = fit.t_test(np.full((1, len(strata)), 1 / len(strata)), use_t=True)

@@ -24,5 +24,5 @@ def test_done_json_and_the_tables_agree_on_the_second_half(steps):
                             for r in rows])  # fmt: skip
     done = summarize_history(rows)["straggler_rate_second_half"]
     table = cell_stats(history, last_k=5)["straggler_rate_second_half"]
-    want = sum(flags[steps // 2:]) / (steps - steps // 2)  # steps floor(N/2)+1 .. N
+    want = sum(flags[steps // 2 :]) / (steps - steps // 2)  # steps floor(N/2)+1 .. N
     assert done == pytest.approx(want) and table == pytest.approx(want)

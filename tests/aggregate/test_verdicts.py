@@ -156,8 +156,11 @@ def test_best_static_is_the_largest_fixed_g_under_the_budget(rates, expected):
 
 def test_best_static_reads_the_world_report(tmp_path):
     report = tmp_path / "stragglers.json"
-    report.write_text(json.dumps({"per_group_size": [{"group_size": 4, "straggler_rate": 0.2},
-                                                     {"group_size": 16, "straggler_rate": 0.5}]}))
+    report.write_text(
+        json.dumps(
+            {"per_group_size": [{"group_size": 4, "straggler_rate": 0.2}, {"group_size": 16, "straggler_rate": 0.5}]}
+        )
+    )
     assert verdicts.base_straggler_rates(report) == {4: 0.2, 16: 0.5}
     report.write_text(json.dumps({"per_group_size": [{"group": 4}]}))
     with pytest.raises(ValueError, match="stragglers.json"):

@@ -51,13 +51,19 @@ def test_options_accepted_in_the_sagc_block():
     [
         (lambda c: c["sagc"].update(selection="greedy"), "config key 'sagc.selection'"),
         (lambda c: c["sagc"].update(counterfactual="yes"), "config key 'sagc.counterfactual'"),
-        (lambda c: c.update(sagc_variants={"fast": {"selection": "greedy"}}, sizings=["sagc-fast"]),
-         "config key 'sagc_variants.fast': SAGCConfig.selection"),
-        (lambda c: c.update(sagc_variants={"fast": {"counterfactul": True}}, sizings=["sagc-fast"]),
-         "config key 'sagc_variants.fast': unknown SAGCConfig key(s): ['counterfactul']"),
+        (
+            lambda c: c.update(sagc_variants={"fast": {"selection": "greedy"}}, sizings=["sagc-fast"]),
+            "config key 'sagc_variants.fast': SAGCConfig.selection",
+        ),
+        (
+            lambda c: c.update(sagc_variants={"fast": {"counterfactul": True}}, sizings=["sagc-fast"]),
+            "config key 'sagc_variants.fast': unknown SAGCConfig key(s): ['counterfactul']",
+        ),
         # a variant no sizing uses is checked too
-        (lambda c: c.update(sagc_variants={"spare": {"counterfactual": 1}}),
-         "config key 'sagc_variants.spare': SAGCConfig.counterfactual"),
+        (
+            lambda c: c.update(sagc_variants={"spare": {"counterfactual": 1}}),
+            "config key 'sagc_variants.spare': SAGCConfig.counterfactual",
+        ),
     ],
 )
 def test_bad_option_names_the_key(mutate, expected):

@@ -225,6 +225,7 @@ def test_fixed_group_size_measures_like_sagc(scope, tau):
 
 def test_measurement_batches_tell_the_scopes_and_taus_apart():
     """The comparison above is not vacuous: scope and tau change some verdicts and ratios."""
+
     def verdicts(**kw):
         ctrl = FixedGroupSize(8, **kw)
         return [(r.straggler, r.ratio) for r in map(ctrl.observe, _measurement_batches())]
@@ -302,8 +303,12 @@ def test_observe_edge_cases_never_corrupt_the_state():
     with pytest.warns(RuntimeWarning):
         assert ctrl.observe([[], []]).skipped
 
-    for bad, msg in [([[1.0, float("nan")]], "NaN"), ([[1.0, float("inf")]], "NaN or infinity"),
-                     ([[1.0, -3.0]], "negative"), ([1.0, 2.0], "grouped by prompt")]:
+    for bad, msg in [
+        ([[1.0, float("nan")]], "NaN"),
+        ([[1.0, float("inf")]], "NaN or infinity"),
+        ([[1.0, -3.0]], "negative"),
+        ([1.0, 2.0], "grouped by prompt"),
+    ]:
         with pytest.raises(ValueError, match=msg):
             ctrl.observe(bad)
         assert json.dumps(ctrl.state_dict()) == before

@@ -24,13 +24,16 @@ from sagc.train.config import TrainConfig
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize(("name", "fixed", "policy", "variant"), [
-    ("g16", 16, None, None),
-    ("g2", 2, None, None),
-    ("sagc", None, "sagc", None),
-    ("sagc-fast", None, "sagc", "fast"),
-    ("sagc-tau_3", None, "sagc", "tau_3"),
-])
+@pytest.mark.parametrize(
+    ("name", "fixed", "policy", "variant"),
+    [
+        ("g16", 16, None, None),
+        ("g2", 2, None, None),
+        ("sagc", None, "sagc", None),
+        ("sagc-fast", None, "sagc", "fast"),
+        ("sagc-tau_3", None, "sagc", "tau_3"),
+    ],
+)
 def test_names_parse_to_their_policy(name, fixed, policy, variant):
     s = parse_sizing(name)
     assert s.fixed == fixed and s.variant == variant
@@ -38,15 +41,18 @@ def test_names_parse_to_their_policy(name, fixed, policy, variant):
     assert bool(re.match(sizing_pattern(), name))
 
 
-@pytest.mark.parametrize(("name", "message"), [
-    ("g1", "group size >= 2"),
-    ("g0", "group size >= 2"),
-    ("adaptive", "expected 'g<N>'"),
-    ("sagc-", "expected 'g<N>'"),
-    ("sagc-a.b", "expected 'g<N>'"),  # one variant pattern everywhere: no dots
-    ("G16", "expected 'g<N>'"),
-    (16, "expected 'g<N>'"),
-])
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("g1", "group size >= 2"),
+        ("g0", "group size >= 2"),
+        ("adaptive", "expected 'g<N>'"),
+        ("sagc-", "expected 'g<N>'"),
+        ("sagc-a.b", "expected 'g<N>'"),  # one variant pattern everywhere: no dots
+        ("G16", "expected 'g<N>'"),
+        (16, "expected 'g<N>'"),
+    ],
+)
 def test_bad_names_are_refused_by_name(name, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         parse_sizing(name)
@@ -96,8 +102,9 @@ class HalvingController(SAGCController):
 
 @pytest.fixture
 def new_policy():
-    policy = register(Policy("sagc-half", block="sagc_half", config=SAGCConfig, build=HalvingController,
-                             inherits="sagc"))
+    policy = register(
+        Policy("sagc-half", block="sagc_half", config=SAGCConfig, build=HalvingController, inherits="sagc")
+    )
     yield policy
     del POLICIES["sagc-half"]
 
@@ -105,7 +112,9 @@ def new_policy():
 def _cell(sizing: dict) -> dict:
     return {
         "cell": {"id": "m/grpo/x/seed0", "algorithm": "grpo", "sizing": sizing["name"]},
-        "model": {"path": "m"}, "data": {"train": "t.jsonl"}, "output_dir": "out",
+        "model": {"path": "m"},
+        "data": {"train": "t.jsonl"},
+        "output_dir": "out",
         "sizing": sizing,
     }
 
@@ -117,8 +126,11 @@ def test_a_new_policy_with_its_own_block_plugs_in_everywhere(new_policy):
     assert parse_sizing("sagc-halfway").policy.name == "sagc"
     assert re.match(sizing_pattern(), "sagc-half-big")
     # the pipeline's blocks -> the cell's block (inherits sagc, then its own, then the variant)
-    config = {"sagc": {"tau": 2.5, "candidates": [4, 8, 16]}, "sagc_half": {"delta": 0.1},
-              "sagc_half_variants": {"big": {"candidates": [8, 16, 32]}}}
+    config = {
+        "sagc": {"tau": 2.5, "candidates": [4, 8, 16]},
+        "sagc_half": {"delta": 0.1},
+        "sagc_half_variants": {"big": {"candidates": [8, 16, 32]}},
+    }
     block = parse_sizing("sagc-half-big").cell_block(config)
     assert block == {"tau": 2.5, "candidates": [8, 16, 32], "delta": 0.1}
     # the trainer's cell config reads it under the policy's block and builds the policy
@@ -136,8 +148,12 @@ def test_a_new_policy_with_its_own_block_plugs_in_everywhere(new_policy):
 def test_a_new_policy_block_is_checked_by_the_pipeline(new_policy):
     from sagc.pipeline.config import _sizing_problems
 
-    config = {"sizings": ["g4", "sagc-half"], "sagc": {}, "sagc_half": {"eta": -1},
-              "sagc_half_variants": {"v": {"eta": 1.0, "selection": "greedy"}}}
+    config = {
+        "sizings": ["g4", "sagc-half"],
+        "sagc": {},
+        "sagc_half": {"eta": -1},
+        "sagc_half_variants": {"v": {"eta": 1.0, "selection": "greedy"}},
+    }
     problems = _sizing_problems(config)
     assert any(p.startswith("config key 'sagc_half': SAGCConfig.eta") for p in problems), problems
     assert any(p.startswith("config key 'sagc_half_variants.v': SAGCConfig.selection") for p in problems), problems
@@ -146,14 +162,21 @@ def test_a_new_policy_block_is_checked_by_the_pipeline(new_policy):
 def test_a_policy_named_by_strings_is_imported_on_first_use():
     """The controller imports nothing above it: sagc-prompt's classes are named, and
     imported when the registry first needs them."""
-    code = ("import sys; from sagc.controller import POLICIES, parse_sizing; "
-            "assert not [m for m in sys.modules if m.startswith('sagc.prompt_aware')]; "
-            "p = POLICIES['sagc-prompt']; "
-            "print(p.config.__module__, p.config.__name__, p.build.__module__, p.build.__name__, "
-            "type(parse_sizing('sagc-prompt').build({})).__name__)")
+    code = (
+        "import sys; from sagc.controller import POLICIES, parse_sizing; "
+        "assert not [m for m in sys.modules if m.startswith('sagc.prompt_aware')]; "
+        "p = POLICIES['sagc-prompt']; "
+        "print(p.config.__module__, p.config.__name__, p.build.__module__, p.build.__name__, "
+        "type(parse_sizing('sagc-prompt').build({})).__name__)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.split() == ["sagc.prompt_aware.config", "PromptSAGCConfig", "sagc.prompt_aware.policy",
-                           "build_prompt_sagc", "PromptAwareSAGC"]
+    assert out.split() == [
+        "sagc.prompt_aware.config",
+        "PromptSAGCConfig",
+        "sagc.prompt_aware.policy",
+        "build_prompt_sagc",
+        "PromptAwareSAGC",
+    ]
 
 
 def test_registering_a_clash_is_refused():

@@ -103,10 +103,15 @@ def test_resume_from_json_state_gives_the_same_sequence(name, block):
     assert len(set(got)) > 1  # the sequence moved: the resume had something to get right
 
 
-@pytest.mark.parametrize("rule, key, bad", [
-    (AIMDRule(), "quiet", -1), (AIMDRule(), "index", 3), (ThresholdRule(), "rate", 1.5),
-    (ThresholdRule(), "n_stragglers", 99),
-])
+@pytest.mark.parametrize(
+    "rule, key, bad",
+    [
+        (AIMDRule(), "quiet", -1),
+        (AIMDRule(), "index", 3),
+        (ThresholdRule(), "rate", 1.5),
+        (ThresholdRule(), "n_stragglers", 99),
+    ],
+)
 def test_a_damaged_state_is_refused_by_key_and_changes_nothing(rule, key, bad):
     step(rule, True)
     before = rule.state_dict()
@@ -126,8 +131,11 @@ def test_a_state_of_the_other_rule_is_refused():
 
 
 def test_rules_are_controllers_that_read_the_sagc_block():
-    config = {"sagc": {"candidates": [2, 4, 8], "tau": 2.5, "delta": 0.2, "eta": 4.0},
-              "aimd": {"quiet_steps": 4}, "threshold_variants": {"slow": {"ema": 0.05}}}
+    config = {
+        "sagc": {"candidates": [2, 4, 8], "tau": 2.5, "delta": 0.2, "eta": 4.0},
+        "aimd": {"quiet_steps": 4},
+        "threshold_variants": {"slow": {"ema": 0.05}},
+    }
     for name, cls in (("aimd", AIMDRule), ("threshold", ThresholdRule), ("threshold-slow", ThresholdRule)):
         sizing = parse_sizing(name)
         assert fixed_group_size(name) is None and not sizing.is_fixed
@@ -139,14 +147,17 @@ def test_rules_are_controllers_that_read_the_sagc_block():
     assert parse_sizing("threshold-slow").build(parse_sizing("threshold-slow").cell_block(config)).config.ema == 0.05
 
 
-@pytest.mark.parametrize("cls, block, named", [
-    (AIMDConfig, {"quiet_steps": 0}, "aimd.quiet_steps"),
-    (ThresholdConfig, {"ema": 0.0}, "threshold.ema"),
-    (ThresholdConfig, {"margin": 1.0}, "threshold.margin"),
-    (ThresholdConfig, {"window": 3}, "unknown threshold key"),
-    (AIMDConfig, {"eta": -1.0}, "aimd: SAGCConfig.eta"),  # an inherited key is still checked
-    (AIMDConfig, {"initial": 32}, "aimd: SAGCConfig.initial"),
-])
+@pytest.mark.parametrize(
+    "cls, block, named",
+    [
+        (AIMDConfig, {"quiet_steps": 0}, "aimd.quiet_steps"),
+        (ThresholdConfig, {"ema": 0.0}, "threshold.ema"),
+        (ThresholdConfig, {"margin": 1.0}, "threshold.margin"),
+        (ThresholdConfig, {"window": 3}, "unknown threshold key"),
+        (AIMDConfig, {"eta": -1.0}, "aimd: SAGCConfig.eta"),  # an inherited key is still checked
+        (AIMDConfig, {"initial": 32}, "aimd: SAGCConfig.initial"),
+    ],
+)
 def test_bad_config_names_the_key(cls, block, named):
     with pytest.raises(ValueError, match=named):
         cls.from_dict(block)

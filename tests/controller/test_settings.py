@@ -65,7 +65,7 @@ def test_every_setting_is_declared_with_a_one_line_description(cls):
 
 def test_the_module_docstring_states_the_declared_defaults():
     doc = sagc_module.__doc__
-    section = doc[doc.index("Defaults ("):doc.index("Two options")]
+    section = doc[doc.index("Defaults (") : doc.index("Two options")]
     stated = {k: ast.literal_eval(v) for k, v in re.findall(r"^- ``(\w+) = (.+?)``", section, re.M)}
     assert len(stated) >= 8, stated
     defaults = SAGCConfig()

@@ -34,7 +34,8 @@ def eval_model_dir(tmp_path_factory, eval_data_dir):
 
     torch.set_num_threads(1)
     tok = train_tokenizer(iter_texts(eval_data_dir), vocab_size=320)
-    size = ModelSize(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1,
-                     intermediate_size=64, max_position_embeddings=512)
+    size = ModelSize(
+        hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=64, max_position_embeddings=512
+    )
     model = build_model("qwen2", tok, size=size, seed=3)
     return save_model(model, tok, tmp_path_factory.mktemp("model") / "tiny-qwen2")

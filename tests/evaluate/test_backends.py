@@ -25,22 +25,31 @@ def test_load_tokenizer_names_missing_folder(tmp_path):
 
 
 def test_vllm_model_args_string(tmp_path):
-    args = vllm_model_args(tmp_path / "m", tensor_parallel_size=2, gpu_memory_utilization=0.85,
-                           max_model_len=12288, seed=5)
+    args = vllm_model_args(
+        tmp_path / "m", tensor_parallel_size=2, gpu_memory_utilization=0.85, max_model_len=12288, seed=5
+    )
     parts = dict(p.split("=", 1) for p in args.split(","))
     assert parts == {
-        "pretrained": str(tmp_path / "m"), "tokenizer": str(tmp_path / "m"),
-        "tensor_parallel_size": "2", "gpu_memory_utilization": "0.85", "dtype": "auto",
-        "seed": "5", "trust_remote_code": "False", "max_model_len": "12288",
+        "pretrained": str(tmp_path / "m"),
+        "tokenizer": str(tmp_path / "m"),
+        "tensor_parallel_size": "2",
+        "gpu_memory_utilization": "0.85",
+        "dtype": "auto",
+        "seed": "5",
+        "trust_remote_code": "False",
+        "max_model_len": "12288",
     }
     assert "max_model_len" not in vllm_model_args(tmp_path / "m")
 
 
-@pytest.mark.parametrize("kwargs, key", [
-    ({"tensor_parallel_size": 0}, "tensor_parallel_size"),
-    ({"gpu_memory_utilization": 1.5}, "gpu_memory_utilization"),
-    ({"max_model_len": 0}, "max_model_len"),
-])
+@pytest.mark.parametrize(
+    "kwargs, key",
+    [
+        ({"tensor_parallel_size": 0}, "tensor_parallel_size"),
+        ({"gpu_memory_utilization": 1.5}, "gpu_memory_utilization"),
+        ({"max_model_len": 0}, "max_model_len"),
+    ],
+)
 def test_vllm_model_args_rejects_bad_values(tmp_path, kwargs, key):
     with pytest.raises(ValueError, match=key):
         vllm_model_args(tmp_path, **kwargs)
@@ -48,8 +57,9 @@ def test_vllm_model_args_rejects_bad_values(tmp_path, kwargs, key):
 
 @pytest.mark.skipif(vllm_available(), reason="checks the message shown when vllm is absent")
 def test_vllm_backend_fails_fast_without_vllm(tmp_path, eval_model_dir, eval_data_dir):
-    cfg = EvalConfig(model=eval_model_dir, tasks=["tiny_arith"], data_dir=eval_data_dir,
-                     out=tmp_path / "out", backend="vllm")
+    cfg = EvalConfig(
+        model=eval_model_dir, tasks=["tiny_arith"], data_dir=eval_data_dir, out=tmp_path / "out", backend="vllm"
+    )
     with pytest.raises(RuntimeError, match=r"pip install -e '\.\[gpu\]'"):
         run_evaluation(cfg)
     assert not (tmp_path / "out").exists()  # failed before writing or loading anything

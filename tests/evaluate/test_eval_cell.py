@@ -11,8 +11,9 @@ import yaml
 
 from sagc.evaluate.cli import build_parser, cell_from_args, main
 from sagc.evaluate.config import EvalConfig
-from sagc.pipeline.cells import EVAL_PIPELINE_KEYS, eval_cell_config, staged_benchmarks
+from sagc.pipeline.cells import eval_cell_config
 from sagc.pipeline.config import ConfigError, load_config, prepare
+from sagc.pipeline.evaluation import EVAL_PIPELINE_KEYS, staged_benchmarks
 from sagc.pipeline.grid import Grid
 from sagc.pipeline.schema import EvaluateBlock
 
@@ -66,14 +67,17 @@ def test_a_config_without_tasks_evaluates_its_worlds_tasks():
     assert eval_cell_config(config, grid, next(iter(grid.cells())))["tasks"] == ["tiny_arith", "tiny_arith_heldout"]
 
 
-@pytest.mark.parametrize("evaluate, expected", [
-    ({"tasks": ["tiny_arith", "gsm8k"]}, "config key 'evaluate.tasks': unknown task 'gsm8k'"),
-    ({"tasks": ["aime24_boxed"]}, "config key 'evaluate.tasks': task 'aime24_boxed' belongs to world 'hub'"),
-    ({"batch_size": "lots"}, "config key 'evaluate.batch_size'"),
-    ({"threads": 0}, "config key 'evaluate.threads'"),
-    ({"dtpye": "float32"}, "config key 'evaluate.dtpye': unknown key"),
-    ({"repeats": {"tiny_arith_heldout": 4}}, "config key 'evaluate.repeats.tiny_arith_heldout'"),
-])
+@pytest.mark.parametrize(
+    "evaluate, expected",
+    [
+        ({"tasks": ["tiny_arith", "gsm8k"]}, "config key 'evaluate.tasks': unknown task 'gsm8k'"),
+        ({"tasks": ["aime24_boxed"]}, "config key 'evaluate.tasks': task 'aime24_boxed' belongs to world 'hub'"),
+        ({"batch_size": "lots"}, "config key 'evaluate.batch_size'"),
+        ({"threads": 0}, "config key 'evaluate.threads'"),
+        ({"dtpye": "float32"}, "config key 'evaluate.dtpye': unknown key"),
+        ({"repeats": {"tiny_arith_heldout": 4}}, "config key 'evaluate.repeats.tiny_arith_heldout'"),
+    ],
+)
 def test_bad_evaluation_settings_fail_before_any_job_naming_the_key(evaluate, expected):
     config = yaml.safe_load((REPO / "configs" / "default.yaml").read_text())
     config["evaluate"].update(evaluate)
@@ -99,11 +103,28 @@ def _flags(cell: dict) -> list[str]:
 
 
 def test_every_cell_key_is_a_run_flag_of_the_same_name(tmp_path):
-    cell = {"tasks": ["tiny_arith", "tiny_arith_heldout"], "backend": "vllm", "limit": 3, "max_gen_toks": 7,
-            "temperature": 0.5, "top_p": 0.9, "repeats": {"tiny_arith": 2}, "batch_size": "auto:2",
-            "device": "cuda", "seed": 5, "threads": 2, "apply_chat_template": True, "tensor_parallel_size": 2,
-            "gpu_memory_utilization": 0.5, "max_model_len": 99, "dtype": "float32", "model_json": "m.json",
-            "data_dir": "data", "out": "out", "cell": "c"}
+    cell = {
+        "tasks": ["tiny_arith", "tiny_arith_heldout"],
+        "backend": "vllm",
+        "limit": 3,
+        "max_gen_toks": 7,
+        "temperature": 0.5,
+        "top_p": 0.9,
+        "repeats": {"tiny_arith": 2},
+        "batch_size": "auto:2",
+        "device": "cuda",
+        "seed": 5,
+        "threads": 2,
+        "apply_chat_template": True,
+        "tensor_parallel_size": 2,
+        "gpu_memory_utilization": 0.5,
+        "max_model_len": 99,
+        "dtype": "float32",
+        "model_json": "m.json",
+        "data_dir": "data",
+        "out": "out",
+        "cell": "c",
+    }
     assert set(cell) | {"model"} == set(EvalConfig.model_fields)  # every key but the other model source
     from_flags = cell_from_args(build_parser().parse_args(["run", *_flags(cell)]))
     assert from_flags == EvalConfig.from_dict(cell)
@@ -125,9 +146,18 @@ def test_a_bad_cell_file_is_refused_naming_the_file_and_key(tmp_path, capsys):
 @pytest.mark.slow
 def test_a_cell_file_evaluates_exactly_as_the_same_flags(tmp_path, eval_model_dir, eval_data_dir):
     """Through real lm-eval on the tiny model: summary and output lengths byte for byte."""
-    cell = {"tasks": ["tiny_arith", "tiny_arith_heldout"], "model": str(eval_model_dir),
-            "data_dir": str(eval_data_dir), "limit": 4, "max_gen_toks": 12, "batch_size": 4, "seed": 1,
-            "temperature": 1.0, "repeats": {"tiny_arith": 2}, "cell": "tiny-qwen2/grpo/sagc/seed0"}
+    cell = {
+        "tasks": ["tiny_arith", "tiny_arith_heldout"],
+        "model": str(eval_model_dir),
+        "data_dir": str(eval_data_dir),
+        "limit": 4,
+        "max_gen_toks": 12,
+        "batch_size": 4,
+        "seed": 1,
+        "temperature": 1.0,
+        "repeats": {"tiny_arith": 2},
+        "cell": "tiny-qwen2/grpo/sagc/seed0",
+    }
     assert main(["run", *_flags({**cell, "out": str(tmp_path / "flags")})]) == 0
     path = tmp_path / "eval.json"
     path.write_text(json.dumps({**cell, "out": str(tmp_path / "file")}, sort_keys=True))

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from sagc.evaluate.cli import main
-from sagc.evaluate.stage import StageError, stage
 from sagc.evaluate.config import GenerationOverrides
+from sagc.evaluate.stage import StageError, stage
 from sagc.evaluate.taskcfg import MissingDataError, write_run_tasks
 
 PAPER_TASKS = ("aime24_boxed", "amc23_boxed", "gpqa_diamond_boxed")
@@ -25,29 +25,49 @@ def source_dir(tmp_path_factory):
     import pandas as pd
 
     d = tmp_path_factory.mktemp("bench_src")
-    _write_jsonl(d / "aime24.jsonl", [
-        {"ID": f"2024-I-{i}", "Problem": f"What is {i}+{i}?", "Solution": "...", "Answer": 2 * i}
-        for i in range(1, 4)
-    ])
-    _write_jsonl(d / "amc23.jsonl", [
-        {"id": i, "problem": f"AMC problem {i}", "answer": float(10 * i),
-         "url": f"https://artofproblemsolving.com/wiki/index.php/{2022 + i % 2}_AMC_12A_Problems/Problem_{i}"}
-        for i in range(6)
-    ])
-    pd.DataFrame([
-        {"Record ID": f"rec{i}", "Question": f"Q{i}?", "Correct Answer": f"yes{i}",
-         "Incorrect Answer 1": f"no{i}a", "Incorrect Answer 2": f"no{i}b",
-         "Incorrect Answer 3": f"no{i}c", "Subdomain": "physics"}
-        for i in range(5)
-    ]).to_csv(d / "gpqa_diamond.csv", index=False)
+    _write_jsonl(
+        d / "aime24.jsonl",
+        [
+            {"ID": f"2024-I-{i}", "Problem": f"What is {i}+{i}?", "Solution": "...", "Answer": 2 * i}
+            for i in range(1, 4)
+        ],
+    )
+    _write_jsonl(
+        d / "amc23.jsonl",
+        [
+            {
+                "id": i,
+                "problem": f"AMC problem {i}",
+                "answer": float(10 * i),
+                "url": f"https://artofproblemsolving.com/wiki/index.php/{2022 + i % 2}_AMC_12A_Problems/Problem_{i}",
+            }
+            for i in range(6)
+        ],
+    )
+    pd.DataFrame(
+        [
+            {
+                "Record ID": f"rec{i}",
+                "Question": f"Q{i}?",
+                "Correct Answer": f"yes{i}",
+                "Incorrect Answer 1": f"no{i}a",
+                "Incorrect Answer 2": f"no{i}b",
+                "Incorrect Answer 3": f"no{i}c",
+                "Subdomain": "physics",
+            }
+            for i in range(5)
+        ]
+    ).to_csv(d / "gpqa_diamond.csv", index=False)
     return d
 
 
 @pytest.fixture(scope="module")
 def cache(tmp_path_factory, source_dir):
     c = tmp_path_factory.mktemp("bench_cache")
-    assert main(["stage", "--benchmarks", "aime24,amc23,gpqa_diamond", "--cache", str(c),
-                 "--source-dir", str(source_dir)]) == 0
+    assert (
+        main(["stage", "--benchmarks", "aime24,amc23,gpqa_diamond", "--cache", str(c), "--source-dir", str(source_dir)])
+        == 0
+    )
     return c
 
 
@@ -61,7 +81,8 @@ def test_stage_normalises_sources(cache):
     assert meta["rows"] == 5 and meta["source"].endswith("gpqa_diamond.csv")
 
 
-def _build(tmp_path, cache, gen=GenerationOverrides()):
+def _build(tmp_path, cache, gen=None):
+    gen = gen or GenerationOverrides()
     from lm_eval.tasks import TaskManager
 
     write_run_tasks(list(PAPER_TASKS), cache, tmp_path / "tasks", gen)
@@ -91,8 +112,11 @@ def test_paper_yamls_build_boxed_requests(tmp_path, cache):
         letter = doc["answer"]
         assert f"({letter}) {doc['Correct Answer']}" in ctx  # the letter points at the right text
     # a scripted correct answer scores 1 through the task's own process_results
-    assert gpqa.process_results(docs[0], [[f"so \\boxed{{{docs[0]['answer']}}}"]]) ["exact_match"] == 1.0
-    assert aime.process_results(list(aime.eval_docs)[1], [["\\boxed{4}", "\\boxed{5}"]]) == {"exact_match": 0.5, "exact_match_lenient": 0.5}
+    assert gpqa.process_results(docs[0], [[f"so \\boxed{{{docs[0]['answer']}}}"]])["exact_match"] == 1.0
+    assert aime.process_results(list(aime.eval_docs)[1], [["\\boxed{4}", "\\boxed{5}"]]) == {
+        "exact_match": 0.5,
+        "exact_match_lenient": 0.5,
+    }
 
 
 def test_generation_overrides_reach_the_requests(tmp_path, cache):
@@ -113,8 +137,19 @@ def test_missing_cache_names_path_and_stage_command(tmp_path, capsys):
     # through the CLI: exit status 2 and the same message, before any model is loaded
     model = tmp_path / "no_model_needed"
     model.mkdir()
-    rc = main(["run", "--model", str(model), "--tasks", "gpqa_diamond_boxed", "--data-dir", str(data),
-               "--out", str(tmp_path / "out")])
+    rc = main(
+        [
+            "run",
+            "--model",
+            str(model),
+            "--tasks",
+            "gpqa_diamond_boxed",
+            "--data-dir",
+            str(data),
+            "--out",
+            str(tmp_path / "out"),
+        ]
+    )
     assert rc == 2
     stderr = capsys.readouterr().err
     assert "gpqa_diamond.jsonl does not exist" in stderr and "gated" in stderr

@@ -11,8 +11,7 @@ def decode(toks):
 
 
 def measure(tokens, budget=8, stops=()):
-    return measure_generation(tokens, budget=budget, eos_ids=[EOS], pad_id=PAD,
-                              stop_strings=stops, decode=decode)
+    return measure_generation(tokens, budget=budget, eos_ids=[EOS], pad_id=PAD, stop_strings=stops, decode=decode)
 
 
 def test_eos_counts_up_to_and_including_eos():

@@ -25,10 +25,28 @@ def _read_jsonl(path):
 
 
 def _run_cli(model_dir, data_dir, out, extra=()):
-    argv = ["run", "--model", str(model_dir), "--tasks", "tiny_arith,tiny_arith_heldout",
-            "--data-dir", str(data_dir), "--out", str(out), "--limit", "4",
-            "--max-gen-toks", str(MAX_GEN), "--batch-size", "4", "--seed", "1",
-            "--cell", "tiny-qwen2/grpo/sagc/seed0", *extra]
+    argv = [
+        "run",
+        "--model",
+        str(model_dir),
+        "--tasks",
+        "tiny_arith,tiny_arith_heldout",
+        "--data-dir",
+        str(data_dir),
+        "--out",
+        str(out),
+        "--limit",
+        "4",
+        "--max-gen-toks",
+        str(MAX_GEN),
+        "--batch-size",
+        "4",
+        "--seed",
+        "1",
+        "--cell",
+        "tiny-qwen2/grpo/sagc/seed0",
+        *extra,
+    ]
     assert main(argv) == 0
     return json.loads((out / "summary.json").read_text())
 
@@ -39,7 +57,7 @@ def test_cli_run_on_tiny_model_writes_lm_eval_outputs_and_summary(tmp_path, eval
     assert summary["model"] == str(eval_model_dir)
     assert summary["cell"] == "tiny-qwen2/grpo/sagc/seed0"
     assert set(summary["tasks"]) == {"tiny_arith", "tiny_arith_heldout"}
-    for task, fields in summary["tasks"].items():
+    for fields in summary["tasks"].values():
         assert list(fields) == list(SUMMARY_FIELDS)
         assert fields["n_samples"] == 4
         assert 0.0 <= fields["accuracy"] <= 1.0 and 0.0 <= fields["truncation_rate"] <= 1.0
@@ -124,8 +142,14 @@ def test_scripted_answers_score_as_expected(tmp_path, eval_model_dir, eval_data_
     for row in held_rows:
         script[row["prompt"]] = [row["solution"], _wrong(row), "no answer"]
     lm = ScriptedLM(script)
-    cfg = EvalConfig(model=eval_model_dir, tasks=["tiny_arith"], data_dir=eval_data_dir,
-                     out=tmp_path / "a", limit=12, cell="scripted")
+    cfg = EvalConfig(
+        model=eval_model_dir,
+        tasks=["tiny_arith"],
+        data_dir=eval_data_dir,
+        out=tmp_path / "a",
+        limit=12,
+        cell="scripted",
+    )
     summary = run_evaluation(cfg, lm=lm, tokenizer=tok)["tasks"]["tiny_arith"]
     p, n = 7 / 12, 12
     assert summary["accuracy"] == pytest.approx(p)
@@ -135,8 +159,16 @@ def test_scripted_answers_score_as_expected(tmp_path, eval_model_dir, eval_data_
     assert summary["mean_output_tokens"] == pytest.approx(expected)
     assert lm.calls[0]["max_gen_toks"] == 256 and lm.calls[0]["do_sample"] is False
 
-    cfg = EvalConfig(model=eval_model_dir, tasks=["tiny_arith_heldout"], data_dir=eval_data_dir,
-                     out=tmp_path / "b", limit=5, repeats=3, temperature=0.7, max_gen_toks=40)
+    cfg = EvalConfig(
+        model=eval_model_dir,
+        tasks=["tiny_arith_heldout"],
+        data_dir=eval_data_dir,
+        out=tmp_path / "b",
+        limit=5,
+        repeats=3,
+        temperature=0.7,
+        max_gen_toks=40,
+    )
     summary = run_evaluation(cfg, lm=ScriptedLM(script), tokenizer=tok)["tasks"]["tiny_arith_heldout"]
     assert summary["accuracy"] == pytest.approx(1 / 3)
     assert summary["n_samples"] == 5

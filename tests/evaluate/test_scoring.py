@@ -80,9 +80,14 @@ def test_gpqa_missing_column_is_named():
 def test_gpqa_text_is_kept_as_the_dataset_gives_it():
     """Only lm-eval's own clean-up: ends stripped, " [title]" -> ". ", one pass of double
     spaces (a triple space keeps two); newlines and the question stay untouched."""
-    row = {"Record ID": "r1", "Question": "Line one\n\nLine  two ",
-           "Correct Answer": " a\nb  c [title]d ", "Incorrect Answer 1": "x   y",
-           "Incorrect Answer 2": "p\tq", "Incorrect Answer 3": "z"}
+    row = {
+        "Record ID": "r1",
+        "Question": "Line one\n\nLine  two ",
+        "Correct Answer": " a\nb  c [title]d ",
+        "Incorrect Answer 1": "x   y",
+        "Incorrect Answer 2": "p\tq",
+        "Incorrect Answer 3": "z",
+    }
     doc = process_gpqa_docs(datasets.Dataset.from_list([row]))[0]
     assert doc["question"] == "Line one\n\nLine  two "
     choices = {doc[f"choice{k}"] for k in range(1, 5)}

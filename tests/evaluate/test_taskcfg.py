@@ -35,10 +35,20 @@ def test_staged_benchmarks_come_from_the_task_yamls():
     assert task_benchmarks(list(LOCAL_TASKS)) == []
     gpqa = benchmarks()["gpqa_diamond"]
     assert (gpqa.dataset, gpqa.config, gpqa.split, gpqa.normalizer, gpqa.gated) == (
-        "Idavidrein/gpqa", "gpqa_diamond", "train", "gpqa", True)
+        "Idavidrein/gpqa",
+        "gpqa_diamond",
+        "train",
+        "gpqa",
+        True,
+    )
     assert benchmarks()["amc23"].options == {"year": 2023}
     assert {n: m.problems for n, m in task_metas().items()} == {
-        "aime24_boxed": 30, "amc23_boxed": 40, "gpqa_diamond_boxed": 198, "tiny_arith": None, "tiny_arith_heldout": None}
+        "aime24_boxed": 30,
+        "amc23_boxed": 40,
+        "gpqa_diamond_boxed": 198,
+        "tiny_arith": None,
+        "tiny_arith_heldout": None,
+    }
     with pytest.raises(ValueError, match="unknown task"):
         task_benchmarks(["aime25_boxed"])
 
@@ -53,15 +63,18 @@ def _tasks_dir_with(tmp_path, name, edit):
     return d
 
 
-@pytest.mark.parametrize("name, edit, key", [
-    ("aime24_boxed.yaml", lambda m: m.pop("sagc_source"), "metadata.sagc_source is missing"),
-    ("aime24_boxed.yaml", lambda m: m.pop("sagc_benchmark"), "metadata.sagc_benchmark is missing"),
-    ("aime24_boxed.yaml", lambda m: m.pop("sagc_problems"), "metadata.sagc_problems"),
-    ("aime24_boxed.yaml", lambda m: m["sagc_source"].update(normalizer="aimee"), "metadata.sagc_source.normalizer"),
-    ("aime24_boxed.yaml", lambda m: m["sagc_source"].pop("dataset"), "metadata.sagc_source.dataset"),
-    ("aime24_boxed.yaml", lambda m: m.update(sagc_benchmark="aime25"), "dataset_kwargs.data_files"),
-    ("tiny_arith.yaml", lambda m: m.pop("sagc_world"), "metadata.sagc_world"),
-])
+@pytest.mark.parametrize(
+    "name, edit, key",
+    [
+        ("aime24_boxed.yaml", lambda m: m.pop("sagc_source"), "metadata.sagc_source is missing"),
+        ("aime24_boxed.yaml", lambda m: m.pop("sagc_benchmark"), "metadata.sagc_benchmark is missing"),
+        ("aime24_boxed.yaml", lambda m: m.pop("sagc_problems"), "metadata.sagc_problems"),
+        ("aime24_boxed.yaml", lambda m: m["sagc_source"].update(normalizer="aimee"), "metadata.sagc_source.normalizer"),
+        ("aime24_boxed.yaml", lambda m: m["sagc_source"].pop("dataset"), "metadata.sagc_source.dataset"),
+        ("aime24_boxed.yaml", lambda m: m.update(sagc_benchmark="aime25"), "dataset_kwargs.data_files"),
+        ("tiny_arith.yaml", lambda m: m.pop("sagc_world"), "metadata.sagc_world"),
+    ],
+)
 def test_a_task_yaml_without_the_metadata_the_pipeline_reads_is_refused(tmp_path, name, edit, key):
     d = _tasks_dir_with(tmp_path, name, edit)
     with pytest.raises(ValueError, match="task YAML .*" + name.replace(".", r"\.")) as err:
@@ -105,10 +118,15 @@ def test_unknown_and_duplicate_tasks(tmp_path, eval_data_dir):
         write_run_tasks(["tiny_arith", "tiny_arith"], eval_data_dir, tmp_path, GenerationOverrides())
 
 
-@pytest.mark.parametrize("kwargs, key", [
-    ({"max_gen_toks": 0}, "max_gen_toks"), ({"temperature": -1.0}, "temperature"),
-    ({"top_p": 0.0}, "top_p"), ({"repeats": 0}, "repeats"),
-])
+@pytest.mark.parametrize(
+    "kwargs, key",
+    [
+        ({"max_gen_toks": 0}, "max_gen_toks"),
+        ({"temperature": -1.0}, "temperature"),
+        ({"top_p": 0.0}, "top_p"),
+        ({"repeats": 0}, "repeats"),
+    ],
+)
 def test_overrides_are_validated(kwargs, key):
     with pytest.raises(ValueError, match=key):
         GenerationOverrides.from_dict(kwargs)
@@ -124,15 +142,21 @@ def test_every_task_scores_with_sagc_answers_and_names_its_budget():
 
 
 def test_repeats_per_task_override_only_the_named_tasks(tmp_path, eval_data_dir):
-    configs = write_run_tasks(list(LOCAL_TASKS), eval_data_dir, tmp_path / "t",
-                              GenerationOverrides(repeats={"tiny_arith": 6}))
+    configs = write_run_tasks(
+        list(LOCAL_TASKS), eval_data_dir, tmp_path / "t", GenerationOverrides(repeats={"tiny_arith": 6})
+    )
     assert configs["tiny_arith"]["repeats"] == 6
     assert configs["tiny_arith_heldout"]["repeats"] == load_task_config("tiny_arith_heldout")["repeats"]
-    with pytest.raises(ValueError, match=r"repeats must be a positive integer or a mapping task -> positive integer, "
-                                         r"got \{'tiny_arith': 0\}"):
+    with pytest.raises(
+        ValueError,
+        match=r"repeats must be a positive integer or a mapping task -> positive integer, "
+        r"got \{'tiny_arith': 0\}",
+    ):
         GenerationOverrides.from_dict({"repeats": {"tiny_arith": 0}})
     with pytest.raises(ValueError, match=r"repeats names task\(s\) \['aime24_boxed'\]"):
-        write_run_tasks(["tiny_arith"], eval_data_dir, tmp_path / "u", GenerationOverrides(repeats={"aime24_boxed": 64}))
+        write_run_tasks(
+            ["tiny_arith"], eval_data_dir, tmp_path / "u", GenerationOverrides(repeats={"aime24_boxed": 64})
+        )
 
 
 def test_every_task_reports_strict_and_lenient_scores():

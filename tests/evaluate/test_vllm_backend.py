@@ -17,9 +17,20 @@ MAX_GEN = 20
 
 
 def _evaluate(backend, model_dir, data_dir, out, temperature=0.0, seed=0):
-    cfg = EvalConfig(model=model_dir, tasks=["tiny_arith"], data_dir=data_dir, out=out,
-                     backend=backend, limit=16, batch_size=16, seed=seed, dtype="float32",
-                     max_model_len=512, max_gen_toks=MAX_GEN, temperature=temperature)
+    cfg = EvalConfig(
+        model=model_dir,
+        tasks=["tiny_arith"],
+        data_dir=data_dir,
+        out=out,
+        backend=backend,
+        limit=16,
+        batch_size=16,
+        seed=seed,
+        dtype="float32",
+        max_model_len=512,
+        max_gen_toks=MAX_GEN,
+        temperature=temperature,
+    )
     summary = run_evaluation(cfg)["tasks"]["tiny_arith"]
     rows = [json.loads(line) for line in open(out / "output_lengths.jsonl", encoding="utf-8")]
     return summary, sorted(rows, key=lambda r: r["doc_id"])
@@ -31,8 +42,14 @@ def vllm_model_dir(tiny_data_dir, tiny_tokenizer_dir, tmp_path_factory):
     for the shared fixture's 16-dim heads."""
     from tests.conftest import _fast_model
 
-    return _fast_model("qwen2", tiny_data_dir, tiny_tokenizer_dir, tmp_path_factory.mktemp("vllm") / "tiny-qwen2",
-                       num_heads=2, num_kv_heads=1)
+    return _fast_model(
+        "qwen2",
+        tiny_data_dir,
+        tiny_tokenizer_dir,
+        tmp_path_factory.mktemp("vllm") / "tiny-qwen2",
+        num_heads=2,
+        num_kv_heads=1,
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -48,15 +65,18 @@ def test_vllm_matches_hf_at_temperature_zero_with_exact_lengths(tmp_path, vllm_m
     # Greedy decoding of the same fp32 weights: the same tokens, so the same count per row
     # (vLLM's token ids include the EOS that ended a row, as HF's recorder counts it) and the
     # same truncation (vLLM's finish reason "length" against HF's full budget without a stop).
-    assert [(r["doc_id"], r["n_tokens"], r["truncated"]) for r in vl_rows] == \
-           [(r["doc_id"], r["n_tokens"], r["truncated"]) for r in hf_rows]
+    assert [(r["doc_id"], r["n_tokens"], r["truncated"]) for r in vl_rows] == [
+        (r["doc_id"], r["n_tokens"], r["truncated"]) for r in hf_rows
+    ]
     assert any(r["truncated"] for r in vl_rows) and not all(r["truncated"] for r in vl_rows)
     assert all(r["n_tokens"] == MAX_GEN for r in vl_rows if r["truncated"])
 
 
 def test_vllm_seeds_give_different_samples(tmp_path, vllm_model_dir, tiny_data_dir):
-    runs = [_evaluate("vllm", vllm_model_dir, tiny_data_dir, tmp_path / f"s{seed}", temperature=1.0, seed=seed)
-            for seed in (0, 1)]
+    runs = [
+        _evaluate("vllm", vllm_model_dir, tiny_data_dir, tmp_path / f"s{seed}", temperature=1.0, seed=seed)
+        for seed in (0, 1)
+    ]
     texts = []
     for seed in (0, 1):
         samples = next((tmp_path / f"s{seed}" / "lm_eval").rglob("samples_tiny_arith_*.jsonl"))

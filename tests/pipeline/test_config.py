@@ -53,13 +53,18 @@ def raw(name="default"):
         (lambda c: c.update(sizings=["sagc-slow"]), "config key 'sizings': 'sagc-slow' needs 'sagc_variants.slow'"),
         (lambda c: c["models"].update({"tiny-x": {}}), "config key 'models.tiny-x.arch'"),
         (lambda c: c["sagc"].update(candidates=[4, 4, 8]), "config key 'sagc': SAGCConfig.candidates has duplicates"),
-        (lambda c: c.update(sagc_variants={"v": {"eta": -1}}, sizings=["sagc-v"]), "config key 'sagc_variants.v': SAGCConfig.eta"),
+        (
+            lambda c: c.update(sagc_variants={"v": {"eta": -1}}, sizings=["sagc-v"]),
+            "config key 'sagc_variants.v': SAGCConfig.eta",
+        ),
         (lambda c: c["algorithm_overrides"].update(dapo={"epsilon_hi": 0.3}), "algorithm.epsilon_hi"),
         (lambda c: c.update(rewards={"correctness": 1.0, "lenght": 0.1}), "lenght"),
         (lambda c: c.update(seeds=[1, 5]), "config key 'seeds': [1] are also dev_seeds"),
         (lambda c: c["tiny"].update(world_seed=-1), "config key 'tiny.world_seed'"),
-        (lambda c: c["evaluate"].update(repeats={"aime24_boxed": 64}),
-         "config key 'evaluate.repeats.aime24_boxed': not one of the evaluated tasks"),
+        (
+            lambda c: c["evaluate"].update(repeats={"aime24_boxed": 64}),
+            "config key 'evaluate.repeats.aime24_boxed': not one of the evaluated tasks",
+        ),
         (lambda c: c["evaluate"].update(repeats={"tiny_arith": 0}), "config key 'evaluate.repeats'"),
     ],
 )
@@ -72,10 +77,13 @@ def test_bad_config_names_file_and_key(mutate, expected):
     assert expected in str(err.value)
 
 
-@pytest.mark.parametrize("device, expected, fix", [
-    ({"vllm_tensor_parallel_size": 2}, "device.vllm_tensor_parallel_size=2 is not supported", "set it to 1"),
-    ({"vllm_mode": "server"}, "device.vllm_mode=server needs a `trl vllm-serve` process", "vllm_mode=colocate"),
-])
+@pytest.mark.parametrize(
+    "device, expected, fix",
+    [
+        ({"vllm_tensor_parallel_size": 2}, "device.vllm_tensor_parallel_size=2 is not supported", "set it to 1"),
+        ({"vllm_mode": "server"}, "device.vllm_mode=server needs a `trl vllm-serve` process", "vllm_mode=colocate"),
+    ],
+)
 def test_vllm_settings_the_trainer_cannot_run_are_refused_before_any_job(device, expected, fix):
     """TRL accepts both and fails only after the model has loaded (or after waiting for a
     server nobody starts): the paper config refuses them at parse time, saying what to do."""
@@ -121,9 +129,11 @@ def test_invalid_config_fails_before_any_job(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump(config))
     proc = subprocess.run(
-        [sys.executable, "-m", "snakemake", "--cores", "1", "--configfile", str(bad),
-         "--directory", str(tmp_path)],
-        cwd=REPO, capture_output=True, text=True, timeout=120,
+        [sys.executable, "-m", "snakemake", "--cores", "1", "--configfile", str(bad), "--directory", str(tmp_path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode != 0
     out = proc.stdout + proc.stderr

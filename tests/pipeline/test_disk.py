@@ -74,12 +74,15 @@ def test_the_paper_grid_total_and_its_line():
     assert rep.remaining == rep.peak and not rep.short and rep.warning() is None
     line = rep.line()
     ckpts = f"{kept} checkpoints?"
-    m = re.fullmatch(rf"disk: 8 qwen2\.5-3b cells x \({ckpts} x ([\d.]+) GB \+ final ([\d.]+) GB\) \+ "
-                     rf"8 llama-3\.2-3b cells x \({ckpts} x ([\d.]+) GB \+ final ([\d.]+) GB\) = ([\d.]+ [GT]B) "
-                     r"under results/paper, ([\d.]+ [GT]B) at peak \(.*\) \(free: 1000 TB\)", line)
+    m = re.fullmatch(
+        rf"disk: 8 qwen2\.5-3b cells x \({ckpts} x ([\d.]+) GB \+ final ([\d.]+) GB\) \+ "
+        rf"8 llama-3\.2-3b cells x \({ckpts} x ([\d.]+) GB \+ final ([\d.]+) GB\) = ([\d.]+ [GT]B) "
+        r"under results/paper, ([\d.]+ [GT]B) at peak \(.*\) \(free: 1000 TB\)",
+        line,
+    )
     assert m, line
-    q, l = PUBLISHED["qwen2.5-3b"], PUBLISHED["llama-3.2-3b"]
-    expected = (q * 12, q * 4, l * 12, l * 4, total, peak)
+    qwen, llama = PUBLISHED["qwen2.5-3b"], PUBLISHED["llama-3.2-3b"]
+    expected = (qwen * 12, qwen * 4, llama * 12, llama * 4, total, peak)
     for shown, value in zip(m.groups(), expected):
         number, unit = (shown.split() + ["GB"])[:2]
         assert float(number) * {"GB": 1e9, "TB": 1e12}[unit] == pytest.approx(value, rel=0.01), line
@@ -175,9 +178,12 @@ def test_the_default_grid_needs_about_a_gigabyte_and_no_warning(tmp_path, monkey
     monkeypatch.chdir(tmp_path)
     config = config_of("default.yaml")
     line = disk.check_disk(config, Grid.from_config(config), free_bytes=lambda path: 10 * 10**9)
-    m = re.fullmatch(r"disk: 40 tiny-qwen2 cells x \(2 checkpoints x ([\d.]+) MB \+ final ([\d.]+) MB\) \+ "
-                     r"40 tiny-llama cells x \(2 checkpoints x [\d.]+ MB \+ final [\d.]+ MB\) = ([\d.]+) MB "
-                     r"under results/default \(free: 10\.0 GB\)", line)  # 2 saves of 2 kept: no peak
+    m = re.fullmatch(
+        r"disk: 40 tiny-qwen2 cells x \(2 checkpoints x ([\d.]+) MB \+ final ([\d.]+) MB\) \+ "
+        r"40 tiny-llama cells x \(2 checkpoints x [\d.]+ MB \+ final [\d.]+ MB\) = ([\d.]+) MB "
+        r"under results/default \(free: 10\.0 GB\)",
+        line,
+    )  # 2 saves of 2 kept: no peak
     assert m, line
     ckpt, final, total = map(float, m.groups())
     assert ckpt == pytest.approx(3 * final, rel=0.01) and 500 < total < 1500
@@ -194,8 +200,9 @@ def test_a_hub_model_without_a_count_is_unknown_not_guessed(tmp_path, monkeypatc
         warnings.simplefilter("ignore")
         config = prepare(config, "configs/paper.yaml", schema_path=SCHEMA)
     rep = disk.report(config, Grid.from_config(config), free_bytes=lambda path: 10**9)
-    assert rep.unknown == {"mystery": "models.mystery: 'sagc-test/not-a-cached-model' is not in the "
-                                      "local Hugging Face cache"}
+    assert rep.unknown == {
+        "mystery": "models.mystery: 'sagc-test/not-a-cached-model' is not in the local Hugging Face cache"
+    }
     line = rep.line()
     assert "8 mystery cells x unknown (models.mystery: " in line and re.search(r"= at least [\d.]+ [GT]B", line)
     assert rep.short  # the known part alone exceeds 1 GB
@@ -244,15 +251,19 @@ def test_every_dry_run_prints_the_line_and_warns_only_when_short(tmp_path):
 
     rc, out = snakemake("-n", "--directory", str(tmp_path))
     assert rc == 0, out
-    assert re.search(r"^disk: 40 tiny-qwen2 cells x \(2 checkpoints x [\d.]+ MB .* under results/default "
-                     r"\(free: ", out, re.M), out
+    assert re.search(
+        r"^disk: 40 tiny-qwen2 cells x \(2 checkpoints x [\d.]+ MB .* under results/default "
+        r"\(free: ",
+        out,
+        re.M,
+    ), out
     assert not _warned(out, disk.DiskSpaceWarning)
 
     rc, out = snakemake("-n", "--directory", str(tmp_path), "--configfile", str(REPO / "configs/paper.yaml"))
     assert rc == 0, out
     line = re.search(r"^disk: 8 qwen2\.5-3b cells x \(1 checkpoint x 37\.0 GB \+ final 12\.3 GB\) .*$", out, re.M)
     assert line, out
-    assert line.group(0).split(" (free: ")[0] + " (free: ...)" in (REPO / "README.md").read_text()
+    assert line.group(0).split(" (free: ")[0] + " (free: ...)" in (REPO / "docs" / "cluster.md").read_text()
     peak = sum(8 * 3 * n * 12 for n in PUBLISHED.values())
     short = shutil.disk_usage(tmp_path).free < peak
     assert len(_warned(out, disk.DiskSpaceWarning)) == short, out
@@ -262,8 +273,16 @@ def test_every_dry_run_prints_the_line_and_warns_only_when_short(tmp_path):
 def test_online_wandb_on_the_slurm_profile_prints_the_offline_advice(tmp_path):
     overlay = tmp_path / "online.yaml"
     overlay.write_text("wandb: {mode: online}\n")
-    rc, out = snakemake("-n", "--directory", str(tmp_path), "--profile", str(REPO / "profiles/slurm"),
-                        "--configfile", str(REPO / "configs/paper.yaml"), str(overlay))
+    rc, out = snakemake(
+        "-n",
+        "--directory",
+        str(tmp_path),
+        "--profile",
+        str(REPO / "profiles/slurm"),
+        "--configfile",
+        str(REPO / "configs/paper.yaml"),
+        str(overlay),
+    )
     assert rc == 0, out
     (advice,) = _warned(out, disk.WandbModeWarning)
     assert "config key 'wandb.mode' is online" in advice and "set wandb.mode: offline" in advice
@@ -283,18 +302,27 @@ def test_the_sync_glob_finds_a_cells_real_offline_run(tmp_path, monkeypatch):
     from sagc.train.wandb_log import StepLogger
 
     monkeypatch.chdir(tmp_path)
-    for key, value in {"WANDB_MODE": "offline", "WANDB_DIR": str(tmp_path), "WANDB_SILENT": "true",
-                       "WANDB_X_DISABLE_STATS": "true"}.items():
+    for key, value in {
+        "WANDB_MODE": "offline",
+        "WANDB_DIR": str(tmp_path),
+        "WANDB_SILENT": "true",
+        "WANDB_X_DISABLE_STATS": "true",
+    }.items():
         monkeypatch.setenv(key, value)  # StepLogger sets some of them: restored afterwards
     config = config_of("paper.yaml")
     grid = Grid.from_config(config)
     cell = list(grid.cells())[5]
     wb = train_cell_config(config, grid, cell)["wandb"]
-    logger = StepLogger(mode="offline", project=wb["project"], run_id="abc123",
-                        # absolute: this process's wandb-core may have been started by an
-                        # earlier test, in another working directory
-                        directory=Path(wb["dir"]).absolute(),
-                        name=wb["name"], group=wb["group"])
+    logger = StepLogger(
+        mode="offline",
+        project=wb["project"],
+        run_id="abc123",
+        # absolute: this process's wandb-core may have been started by an
+        # earlier test, in another working directory
+        directory=Path(wb["dir"]).absolute(),
+        name=wb["name"],
+        group=wb["group"],
+    )
     logger.log({"reward": 1.0}, step=1)
     logger.finish()
     found = glob.glob(disk.offline_runs_glob(grid))

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import yaml
 
-
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -69,8 +68,8 @@ def test_paper_dry_run_enumerates_the_grid_with_gpus(tmp_path):
     tokens = 18 * (30 * 64 + 40 * 64 + 198 * 8) * 8192
     assert f"at most {tokens / 1e6:.0f}M generated tokens" in out and "GPU-hours" in out
     total = int(re.search(r"^total\s+(\d+)$", out.split("Job stats:")[1], re.M).group(1))
-    claimed = re.search(r"configs/paper\.yaml` shows\s+the (\d+) jobs", (REPO / "README.md").read_text())
-    assert claimed and int(claimed.group(1)) == total, "README.md's paper dry-run job count"
+    claimed = re.search(r"configs/paper\.yaml` shows\s+the (\d+) jobs", (REPO / "docs" / "cluster.md").read_text())
+    assert claimed and int(claimed.group(1)) == total, "docs/cluster.md's paper dry-run job count"
 
 
 def test_a_models_own_tiny_model_flags_override_the_shared_ones(tmp_path):
@@ -81,8 +80,12 @@ def test_a_models_own_tiny_model_flags_override_the_shared_ones(tmp_path):
     configfile.write_text(yaml.safe_dump(config))
     rc, out = snakemake("-n", "-p", "--directory", str(tmp_path / "run"), "--configfile", str(configfile))
     assert rc == 0, out
-    commands = {arch: c for c in re.findall(r"-m sagc\.tiny base-model .*", out)
-                for arch in ("qwen2", "llama") if f"--arch {arch} " in c}
+    commands = {
+        arch: c
+        for c in re.findall(r"-m sagc\.tiny base-model .*", out)
+        for arch in ("qwen2", "llama")
+        if f"--arch {arch} " in c
+    }
     assert set(commands) == {"qwen2", "llama"}, out
     assert "--warm-steps 1500" in commands["llama"] and "--warm-steps 900" not in commands["llama"]
     assert "--warm-steps 900" in commands["qwen2"]

@@ -49,7 +49,11 @@ def _env(checkout: Path) -> dict:
 def snakemake(checkout, workdir, *args, timeout=1500, env=None):
     proc = subprocess.run(
         ["nice", "-n", "10", sys.executable, "-m", "snakemake", "--directory", str(workdir), *args],
-        cwd=checkout, env={**_env(checkout), **(env or {})}, capture_output=True, text=True, timeout=timeout,
+        cwd=checkout,
+        env={**_env(checkout), **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
     return proc.returncode, proc.stdout + proc.stderr
 
@@ -110,8 +114,16 @@ def test_pipeline_writes_tables_and_figures(ci_run):
     assert "Seeds [0]" in text
     assert "- tiny-llama: largest fixed G g4;" in text
     figures = work / "paper_figures" / "ci"
-    for fig in ("straggler_rate", "sagc_group_size", "sagc_posterior", "reward_vs_time",
-                "length_ratio", "accuracy_vs_length", "sim_sizing", "sim_sweep"):
+    for fig in (
+        "straggler_rate",
+        "sagc_group_size",
+        "sagc_posterior",
+        "reward_vs_time",
+        "length_ratio",
+        "accuracy_vs_length",
+        "sim_sizing",
+        "sim_sweep",
+    ):
         assert (figures / f"{fig}.png").stat().st_size > 1000, fig
         assert (figures / f"{fig}.pdf").stat().st_size > 1000, fig
     # every cell trained, logged to its own W&B dir, and was evaluated
@@ -121,8 +133,9 @@ def test_pipeline_writes_tables_and_figures(ci_run):
         assert done["steps"] == 4 and len(done["group_sizes"]) == 4
         assert list((cell / "wandb").rglob("run-*.wandb"))
         assert (cell / "final" / "config.json").is_file()
-        summary = json.loads((work / "results" / "ci" / "eval" / "tiny-llama" / "grpo" / sizing
-                              / "seed0" / "summary.json").read_text())
+        summary = json.loads(
+            (work / "results" / "ci" / "eval" / "tiny-llama" / "grpo" / sizing / "seed0" / "summary.json").read_text()
+        )
         assert set(summary["tasks"]) == {"tiny_arith", "tiny_arith_heldout"}
     fixed = json.loads((work / "results/ci/train/tiny-llama/grpo/g4/seed0/done.json").read_text())
     assert set(fixed["group_sizes"]) == {4}
@@ -138,7 +151,9 @@ def test_each_finished_training_cell_prints_one_line(ci_run):
         assert len(lines) == 1, ci_run.output[-3000:]
         assert re.fullmatch(
             rf"trained {cell}: 4 steps, straggler rate \d+%, mean G [\d.]+, training [\d.]+ s, job \d+ s "
-            rf"\(per-step log: results/ci/logs/train/{cell}\.log\)", lines[0]), lines[0]
+            rf"\(per-step log: results/ci/logs/train/{cell}\.log\)",
+            lines[0],
+        ), lines[0]
         log = ci_run.work / f"results/ci/logs/train/{cell}.log"
         assert re.search(r"step 4/4 G=\d+", log.read_text()), "the per-step progress is in the job's log"
 
@@ -234,8 +249,9 @@ def test_the_readme_command_to_rerun_one_cell_retrains_it_from_scratch(ci_run):
     tables = work / "results/ci/tables/efficiency.csv"
     tables_mtime = tables.stat().st_mtime
     target = str(done_path.relative_to(work))
-    args = [target if a.endswith("/done.json") else a
-            for a in _without_configfile(readme_command("one cell, from scratch"))]
+    args = [
+        target if a.endswith("/done.json") else a for a in _without_configfile(readme_command("one cell, from scratch"))
+    ]
     assert target in args
     rc, out = ci_run.snakemake(*args, "--configfile", str(config))
     assert rc == 0, out
@@ -264,16 +280,31 @@ def test_a_killed_pipeline_resumes_the_cell_from_its_checkpoint(ci_run):
     cell = work / "results/ci/train/tiny-llama/grpo/sagc/seed0"
 
     target = "results/ci/train/tiny-llama/grpo/sagc/seed0/done.json"  # before --configfile (nargs=+)
-    cmd = [sys.executable, "-m", "snakemake", target, "--directory", str(work), "--cores", "2",
-           "--configfile", str(longer)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        target,
+        "--directory",
+        str(work),
+        "--cores",
+        "2",
+        "--configfile",
+        str(longer),
+    ]
     started = time.time()
-    proc = subprocess.Popen(cmd, cwd=ci_run.checkout, env=_env(ci_run.checkout), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        cmd,
+        cwd=ci_run.checkout,
+        env=_env(ci_run.checkout),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     deadline = started + 600
 
     def fresh_checkpoints():  # the 4-step run of the fixture left its own behind
-        return [p for p in (cell / "checkpoints").glob("checkpoint-*/sagc_state.json")
-                if p.stat().st_mtime > started]
+        return [p for p in (cell / "checkpoints").glob("checkpoint-*/sagc_state.json") if p.stat().st_mtime > started]
 
     while not fresh_checkpoints():
         assert proc.poll() is None, "the pipeline ended before any checkpoint was written"
@@ -295,8 +326,13 @@ def test_a_killed_pipeline_resumes_the_cell_from_its_checkpoint(ci_run):
     ref_cfg["output_dir"] = str(work / "reference")
     ref_cfg["wandb"]["dir"] = str(work / "reference" / "wandb")
     (work / "reference.json").write_text(json.dumps(ref_cfg))
-    ref = subprocess.run([sys.executable, "-m", "sagc.train", "--config", str(work / "reference.json")],
-                         cwd=work, capture_output=True, text=True, timeout=600)
+    ref = subprocess.run(
+        [sys.executable, "-m", "sagc.train", "--config", str(work / "reference.json")],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert ref.returncode == 0, ref.stderr[-3000:]
     want = json.loads((work / "reference" / "done.json").read_text())
     assert resumed["group_sizes"] == want["group_sizes"]
@@ -343,11 +379,28 @@ def test_a_two_process_cell_trains_stops_on_slurms_warning_and_resumes(ci_run):
     cell = work / "results/ci/train/tiny-llama/grpo/sagc/seed0"
     log = work / "results/ci/logs/train/tiny-llama/grpo/sagc/seed0.log"
     target = "results/ci/train/tiny-llama/grpo/sagc/seed0/done.json"  # before --configfile (nargs=+)
-    cmd = [sys.executable, "-m", "snakemake", target, "--directory", str(work), "--cores", "2",
-           "--configfile", str(two)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        target,
+        "--directory",
+        str(work),
+        "--cores",
+        "2",
+        "--configfile",
+        str(two),
+    ]
     started = time.time()
-    proc = subprocess.Popen(cmd, cwd=ci_run.checkout, env=_env(ci_run.checkout), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        cmd,
+        cwd=ci_run.checkout,
+        env=_env(ci_run.checkout),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     deadline = started + 600
     while not [p for p in (cell / "checkpoints").glob("checkpoint-*/sagc_state.json") if p.stat().st_mtime > started]:
         assert proc.poll() is None, proc.communicate()[0][-4000:]
@@ -358,8 +411,12 @@ def test_a_two_process_cell_trains_stops_on_slurms_warning_and_resumes(ci_run):
     assert proc.returncode != 0, "the stopped job is reported as not done (Snakemake's retries rerun it)"
     assert not (cell / "done.json").exists()
     text = log.read_text()
-    assert re.search(r"^launch: accelerate launch .*--num_processes 2 --num_machines 1 .*-m sagc\.train --config "
-                     r"results/ci/train/tiny-llama/grpo/sagc/seed0/cell\.json$", text, re.M), text[-3000:]
+    assert re.search(
+        r"^launch: accelerate launch .*--num_processes 2 --num_machines 1 .*-m sagc\.train --config "
+        r"results/ci/train/tiny-llama/grpo/sagc/seed0/cell\.json$",
+        text,
+        re.M,
+    ), text[-3000:]
     assert json.loads((cell / "cell.json").read_text())["launch"] == {"processes_per_node": 2}
 
     rc, out = ci_run.snakemake(target, "--cores", "2", "--rerun-incomplete", "--configfile", str(two))

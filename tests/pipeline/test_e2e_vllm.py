@@ -24,8 +24,9 @@ def vllm_run(tmp_path_factory, checkout):  # noqa: F811
     configs = [work / "ci.yaml", work / "ci-vllm.yaml"]
     for path in configs:
         path.write_text((REPO / "configs" / path.name).read_text())
-    rc, out = snakemake(checkout, work, "--cores", "2", "--configfile", *map(str, configs),
-                        env={"VLLM_CPU_KVCACHE_SPACE": "1"})  # GiB
+    rc, out = snakemake(
+        checkout, work, "--cores", "2", "--configfile", *map(str, configs), env={"VLLM_CPU_KVCACHE_SPACE": "1"}
+    )  # GiB
     if rc != 0:
         logs = "\n".join(f"--- {p}\n{p.read_text()[-3000:]}" for p in sorted((work / "results").rglob("*.log")))
         pytest.fail(f"pipeline failed:\n{out[-6000:]}\n{logs}")
@@ -48,7 +49,8 @@ def test_every_training_cell_generates_through_vllm(vllm_run):
 
 def test_every_evaluation_runs_lm_eval_vllm_backend(vllm_run):
     evals = [vllm_run / "eval" / "tiny-llama" / "base"] + [
-        vllm_run / "eval" / "tiny-llama" / "grpo" / s / "seed0" for s in ("g4", "sagc")]
+        vllm_run / "eval" / "tiny-llama" / "grpo" / s / "seed0" for s in ("g4", "sagc")
+    ]
     for ev in evals:
         info = json.loads((ev / "run_info.json").read_text())
         assert info["backend"] == "vllm" and "max_model_len=256" in info["model_args"]

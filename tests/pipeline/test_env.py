@@ -40,6 +40,12 @@ def test_torch_computes_with_the_pinned_instruction_set(isa, expected):
     """The variable does what the pin relies on: a fresh torch dispatches to that level
     (on this x86-64 CI machine, which has AVX2)."""
     env = {**os.environ, **CPU_ISA_ENV[isa]}
-    out = subprocess.run([sys.executable, "-c", "import torch; print(torch.backends.cpu.get_cpu_capability())"],
-                         env=env, capture_output=True, text=True, timeout=120, check=True).stdout.strip()
+    out = subprocess.run(
+        [sys.executable, "-c", "import torch; print(torch.backends.cpu.get_cpu_capability())"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout.strip()
     assert out == expected

@@ -1,9 +1,9 @@
 """The rules' conda environments pin the same versions as pyproject.toml."""
 
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 import yaml
 from packaging.requirements import Requirement
 
@@ -37,9 +37,7 @@ def test_env_pins_match_pyproject(path):
     for req in env_requirements(path):
         name = req.name.lower().replace("_", "-")
         assert name in project, f"{path.name}: {req.name} is not a dependency in pyproject.toml"
-        assert req.specifier == project[name].specifier, (
-            f"{path.name}: {req} but pyproject.toml says {project[name]}"
-        )
+        assert req.specifier == project[name].specifier, f"{path.name}: {req} but pyproject.toml says {project[name]}"
 
 
 def test_every_rule_env_exists():

@@ -2,10 +2,10 @@
 `python .ci/gpu_lock.py check` also re-resolves them against the index)."""
 
 import re
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
@@ -51,8 +51,8 @@ def test_the_lock_is_a_cuda_stack_with_a_supported_vllm(lock):
     assert "snakemake-executor-plugin-slurm" in pins
 
 
-def test_the_readme_installs_from_the_committed_locks():
-    section = (REPO / "README.md").read_text().split("## The paper grid on a cluster")[1].split("\n## ")[0]
+def test_the_cluster_page_installs_from_the_committed_locks():
+    section = (REPO / "docs" / "cluster.md").read_text()
     named = set(re.findall(r"requirements/paper-py\d+\.txt", section))
     assert named == {f"requirements/{p.name}" for p in LOCKS}
     assert "pip install -r requirements/paper-py312.txt" in section

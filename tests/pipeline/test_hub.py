@@ -61,10 +61,12 @@ def test_offline_hub_dataset_says_how_to_stage(tmp_path, monkeypatch):
 
 def _probe(prefix: str, env: dict) -> dict:
     """What the Hugging Face libraries make of the environment a command prefix leaves."""
-    code = ("import json, huggingface_hub.constants as c, datasets.config as d; "
-            "from sagc.pipeline.hub import offline_switches; "
-            "print(json.dumps({'hub': c.HF_HUB_OFFLINE, 'datasets': d.HF_HUB_OFFLINE, "
-            "'switches': offline_switches()}))")
+    code = (
+        "import json, huggingface_hub.constants as c, datasets.config as d; "
+        "from sagc.pipeline.hub import offline_switches; "
+        "print(json.dumps({'hub': c.HF_HUB_OFFLINE, 'datasets': d.HF_HUB_OFFLINE, "
+        "'switches': offline_switches()}))"
+    )
     cmd = f"{prefix} {shlex.quote(sys.executable)} -c {shlex.quote(code)}"
     proc = subprocess.run(["bash", "-c", cmd], env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -78,10 +80,23 @@ def _job_env() -> dict:
 
 def test_the_staging_rules_run_with_the_hub_switched_on(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "snakemake", "results/paper/data/train.jsonl",
-         "results/paper/data/benchmarks/staged.json", "-n", "-p", "--directory", str(tmp_path),
-         "--configfile", str(REPO / "configs" / "paper.yaml")],
-        cwd=REPO, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "results/paper/data/train.jsonl",
+            "results/paper/data/benchmarks/staged.json",
+            "-n",
+            "-p",
+            "--directory",
+            str(tmp_path),
+            "--configfile",
+            str(REPO / "configs" / "paper.yaml"),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     commands = dict(re.findall(r"^rule (\w+):.*?^Shell command: (.*?)$", proc.stdout + proc.stderr, re.M | re.S))
@@ -116,13 +131,27 @@ def test_transformers_offline_alone_is_named_not_called_unreachable(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in HUB_OFFLINE_FLAGS}
     env.update(TRANSFORMERS_OFFLINE="1", HF_HOME=str(tmp_path / "hf"))
     proc = subprocess.run(
-        [sys.executable, "-m", "sagc.pipeline.hub", "train-data", "--dataset", "org/not-cached",
-         "--out", str(tmp_path / "train.jsonl")],
-        env=env, capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "sagc.pipeline.hub",
+            "train-data",
+            "--dataset",
+            "org/not-cached",
+            "--out",
+            str(tmp_path / "train.jsonl"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 2
     assert "TRANSFORMERS_OFFLINE=1 (huggingface_hub reads it as HF_HUB_OFFLINE)" in proc.stderr
-    assert "env -u HF_HUB_OFFLINE -u HF_DATASETS_OFFLINE -u TRANSFORMERS_OFFLINE python -m sagc.pipeline.hub" in proc.stderr
+    assert (
+        "env -u HF_HUB_OFFLINE -u HF_DATASETS_OFFLINE -u TRANSFORMERS_OFFLINE python -m sagc.pipeline.hub"
+        in proc.stderr
+    )
     assert "unreachable" not in proc.stderr
     assert not (tmp_path / "train.jsonl").exists()
 
@@ -139,14 +168,19 @@ def test_benchmark_staging_names_the_switch_that_blocks_it(tmp_path, monkeypatch
 
 def test_uncached_model_names_the_model_and_the_fix(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
-    with pytest.raises(NotStagedError, match="model Qwen/Qwen2.5-3B .*not in the local cache; run with network.*HF_HOME"):
+    with pytest.raises(
+        NotStagedError, match="model Qwen/Qwen2.5-3B .*not in the local cache; run with network.*HF_HOME"
+    ):
         resolve_model("Qwen/Qwen2.5-3B")
 
 
 def _hf_cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     """The installed huggingface_hub's own ``hf`` console script, by its entry point."""
-    (script,) = [ep for ep in importlib.metadata.distribution("huggingface_hub").entry_points
-                 if ep.group == "console_scripts" and ep.name == "hf"]
+    (script,) = [
+        ep
+        for ep in importlib.metadata.distribution("huggingface_hub").entry_points
+        if ep.group == "console_scripts" and ep.name == "hf"
+    ]
     module, func = script.value.split(":")
     code = f"import sys; from {module} import {func} as main; sys.argv = ['hf', *sys.argv[1:]]; main()"
     return subprocess.run([sys.executable, "-c", code, *args], cwd=cwd, capture_output=True, text=True, timeout=120)
@@ -166,12 +200,12 @@ def test_the_download_command_in_the_message_exists(tmp_path, monkeypatch):
         assert option in helped.stdout, f"`hf download` has no {option}"
 
 
-def test_the_readme_downloads_models_with_the_installed_cli(tmp_path):
-    readme = (REPO / "README.md").read_text()
-    assert "huggingface-cli" not in readme
-    commands = re.findall(r"^\s*(hf download [^\n&#]+)", readme, re.M)
-    assert commands, "the README's cluster section downloads the models with `hf download`"
+def test_the_cluster_page_downloads_models_with_the_installed_cli(tmp_path):
+    page = (REPO / "docs" / "cluster.md").read_text()
+    assert "huggingface-cli" not in page
+    commands = re.findall(r"^\s*(hf download [^\n&#]+)", page, re.M)
+    assert commands, "docs/cluster.md downloads the models with `hf download`"
     helped = _hf_cli(["download", "--help"], cwd=tmp_path).stdout
     for command in commands:
         for option in [w for w in shlex.split(command) if w.startswith("--")]:
-            assert option.split("=")[0] in helped, f"README: `hf download` has no {option}"
+            assert option.split("=")[0] in helped, f"docs/cluster.md: `hf download` has no {option}"

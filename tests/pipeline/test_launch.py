@@ -84,7 +84,7 @@ def test_two_nodes_of_four_gpus_under_slurm(tmp_path):
     cell = cell_of(config)
     words = shlex.split(launch.command(cell, "results/c/cell.json", repo=REPO, cpus_per_node=32))
     at = words.index("bash")
-    srun, (dash_c, node) = words[:at], words[at + 1:]
+    srun, (dash_c, node) = words[:at], words[at + 1 :]
     flags = dict(zip(srun[1::2], srun[2::2]))
     assert srun[0] == "srun" and flags["--nodes"] == "2" and flags["--ntasks-per-node"] == "1"
     assert flags["--cpus-per-task"] == "32" and "--overlap" in srun  # shares the job step's node
@@ -93,10 +93,20 @@ def test_two_nodes_of_four_gpus_under_slurm(tmp_path):
     # of run, with a stand-in `scontrol` that lists the job's hosts as `show hostnames` does.
     (tmp_path / "scontrol").write_text('#!/bin/sh\n[ "$1 $2" = "show hostnames" ] && printf "gpu007\\ngpu008\\n"\n')
     (tmp_path / "scontrol").chmod(0o755)
-    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}", "SLURM_NODEID": "1",
-           "SLURM_JOB_NODELIST": "gpu[007-008]", launch.PORT_ENV: "21234"}
-    printed = subprocess.run(["bash", "-c", node.replace("exec ", "exec printf '%s\\n' ", 1)], env=env,
-                             capture_output=True, text=True, check=True).stdout.splitlines()
+    env = {
+        **os.environ,
+        "PATH": f"{tmp_path}:{os.environ['PATH']}",
+        "SLURM_NODEID": "1",
+        "SLURM_JOB_NODELIST": "gpu[007-008]",
+        launch.PORT_ENV: "21234",
+    }
+    printed = subprocess.run(
+        ["bash", "-c", node.replace("exec ", "exec printf '%s\\n' ", 1)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
     args = accelerate_args(printed)
     assert args.num_processes == 8 and args.num_machines == 2 and args.machine_rank == 1
     assert args.main_process_ip == "gpu007" and args.main_process_port == 21234
@@ -111,8 +121,12 @@ def test_each_strategy_has_its_accelerate_config(strategy):
 
     path = REPO / launch.accelerate_config(REPO, strategy)
     loaded = load_config_from_file(str(path))
-    expected = {"ddp": DistributedType.MULTI_GPU, "fsdp2": DistributedType.FSDP,
-                "zero2": DistributedType.DEEPSPEED, "zero3": DistributedType.DEEPSPEED}[strategy]
+    expected = {
+        "ddp": DistributedType.MULTI_GPU,
+        "fsdp2": DistributedType.FSDP,
+        "zero2": DistributedType.DEEPSPEED,
+        "zero3": DistributedType.DEEPSPEED,
+    }[strategy]
     assert loaded.distributed_type == expected
     keys = yaml.safe_load(path.read_text())
     # the command line gives these, per cell and per node
@@ -156,9 +170,24 @@ def test_a_local_run_of_a_multi_node_config_fails_before_any_job(tmp_path):
     configfile = tmp_path / "ci2.yaml"
     configfile.write_text(yaml.safe_dump(raw("ci", nodes=2)))
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
-    proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "--configfile", str(configfile),
-                           "--directory", str(tmp_path / "run")], cwd=REPO, env=env, capture_output=True,
-                          text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "--cores",
+            "1",
+            "--configfile",
+            str(configfile),
+            "--directory",
+            str(tmp_path / "run"),
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode != 0
     assert "launch.nodes=2: a cell on several nodes runs inside a SLURM allocation" in proc.stdout + proc.stderr
     assert not (tmp_path / "run" / "results").exists(), "no job may run"
@@ -213,8 +242,13 @@ def test_a_cpu_cell_of_two_processes_trains_over_gloo_and_stops_on_sigusr1(tmp_p
     (tmp_path / "driver.py").write_text(DRIVER)
     import json
 
-    proc = subprocess.Popen([sys.executable, "driver.py", json.dumps(cell), str(REPO)], cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "driver.py", json.dumps(cell), str(REPO)],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         wait_for([tmp_path / "ready0", tmp_path / "ready1"], proc)
         for rank in (0, 1):
@@ -272,9 +306,25 @@ def test_the_workflow_survives_slurms_warning(tmp_path):
     configfile = tmp_path / "ci.yaml"
     configfile.write_text(yaml.safe_dump(raw("ci")))
     run = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-m", "snakemake", "--cores", "1", "--configfile", str(configfile),
-                             "--directory", str(run), "results/ci/data/train.jsonl"], cwd=REPO,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "--cores",
+            "1",
+            "--configfile",
+            str(configfile),
+            "--directory",
+            str(run),
+            "results/ci/data/train.jsonl",
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     try:
         wait_for([run / "results/ci/logs/tiny_data.log"], proc)
         os.killpg(proc.pid, signal.SIGUSR1)  # every process of the "step"
@@ -307,23 +357,29 @@ def test_the_launch_block_and_the_strategy_reach_every_cell_and_its_micro_batch(
         # its gradient buckets; FSDP2 shards the weights and AdamW), the step's rows the same
         mine, its = cfg.resolved.layout, alone.resolved.layout
         assert cfg.launch.strategy != "ddp" or mine.max_micro_batch <= its.max_micro_batch, cell.id
-        assert (cfg.train.gradient_accumulation_steps * mine.max_micro_batch * 4
-                == alone.train.gradient_accumulation_steps * its.max_micro_batch), cell.id
+        assert (
+            cfg.train.gradient_accumulation_steps * mine.max_micro_batch * 4
+            == alone.train.gradient_accumulation_steps * its.max_micro_batch
+        ), cell.id
 
 
 def test_the_schema_takes_the_launch_block_from_the_trainer():
     props = config_schema()["properties"]
     assert set(props["launch"]["properties"]) == (set(LaunchSection.model_fields) - {"strategy"}) | set(
-        launch.STOP_KEYS)  # the stop estimates: the pipeline's (the train rule's --signal), no cell's
+        launch.STOP_KEYS
+    )  # the stop estimates: the pipeline's (the train rule's --signal), no cell's
     assert all("default" not in p for p in props["launch"]["properties"].values())  # absent stays absent
     strategy = props["models"]["additionalProperties"]["properties"]["strategy"]
     assert strategy["enum"] == list(STRATEGIES)
 
 
-@pytest.mark.parametrize("name, layout, expected_g", [
-    ("default", {"processes_per_node": 3}, 4),  # a fixed accumulation: the trainer's layout check
-    ("paper", {"processes_per_node": 3}, 4),    # gradient_accumulation_steps: auto
-])
+@pytest.mark.parametrize(
+    "name, layout, expected_g",
+    [
+        ("default", {"processes_per_node": 3}, 4),  # a fixed accumulation: the trainer's layout check
+        ("paper", {"processes_per_node": 3}, 4),  # gradient_accumulation_steps: auto
+    ],
+)
 def test_a_step_that_does_not_split_across_the_processes_fails_naming_cell_and_g(name, layout, expected_g):
     with pytest.raises(ConfigError) as err:
         prepare(raw(name, **layout), f"configs/{name}.yaml")
@@ -346,14 +402,24 @@ def test_zero_without_deepspeed_fails_with_the_install_message(strategy):
     assert "pip install deepspeed" in msg and "choose ddp or fsdp2" in msg
 
 
-@pytest.mark.parametrize("mutate, expected", [
-    (lambda c: c["launch"].update(processes_per_node=1) or c["models"]["qwen2.5-3b"].update(strategy="fsdp2"),
-     "fsdp2 shares the model across processes, and launch gives each cell one"),
-    (lambda c: c["device"].update(use_cpu=True, bf16=False, use_vllm=False, gpu_memory_gib=None)
-     or c["train"].update(gradient_accumulation_steps=1) or c["models"]["qwen2.5-3b"].update(strategy="fsdp2"),
-     "on CPU (device.use_cpu=true) accelerate ignores it"),
-    (lambda c: c["resources"]["train"].update(gpu=4), "config key 'resources.train.gpu'"),
-])
+@pytest.mark.parametrize(
+    "mutate, expected",
+    [
+        (
+            lambda c: c["launch"].update(processes_per_node=1) or c["models"]["qwen2.5-3b"].update(strategy="fsdp2"),
+            "fsdp2 shares the model across processes, and launch gives each cell one",
+        ),
+        (
+            lambda c: (
+                c["device"].update(use_cpu=True, bf16=False, use_vllm=False, gpu_memory_gib=None)
+                or c["train"].update(gradient_accumulation_steps=1)
+                or c["models"]["qwen2.5-3b"].update(strategy="fsdp2")
+            ),
+            "on CPU (device.use_cpu=true) accelerate ignores it",
+        ),
+        (lambda c: c["resources"]["train"].update(gpu=4), "config key 'resources.train.gpu'"),
+    ],
+)
 def test_launch_settings_no_job_could_run_are_refused(mutate, expected):
     # (ZeRO with bf16_kahan: the cell config's rule, tests/train/test_config.py; here the
     # missing DeepSpeed would be named first.)
@@ -369,9 +435,23 @@ def test_launch_settings_no_job_could_run_are_refused(mutate, expected):
 def dry_run(tmp_path, config: dict, *extra) -> str:
     configfile = tmp_path / "paper.yaml"
     configfile.write_text(yaml.safe_dump(config))
-    proc = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--configfile", str(configfile),
-                           "--directory", str(tmp_path / "run"), *extra], cwd=REPO, capture_output=True,
-                          text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "-n",
+            "--configfile",
+            str(configfile),
+            "--directory",
+            str(tmp_path / "run"),
+            *extra,
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     return out
@@ -386,7 +466,7 @@ def test_dry_run_of_the_paper_config_on_four_gpus(tmp_path):
     out = dry_run(tmp_path, raw("paper", processes_per_node=4))
     lines = re.findall(r"^train: each (\S+) cell on 4 GPUs, ddp; (\S+): (.*)$", out, re.M)
     assert {m for m, _, _ in lines} == {"qwen2.5-3b", "llama-3.2-3b"}
-    for model, cell_id, cmd in lines:
+    for _model, cell_id, cmd in lines:
         args = accelerate_args([w.replace(f"${launch.PORT_ENV}", "1") for w in shlex.split(cmd)])
         assert args.num_processes == 4 and args.num_machines == 1
         assert args.training_script_args == ["--config", f"results/paper/train/{cell_id}/cell.json"]
@@ -411,19 +491,26 @@ def test_dry_run_of_the_paper_config_on_two_nodes_with_the_slurm_profile(tmp_pat
 def assert_sbatch_asks_for_two_nodes_of_four_gpus(resources: dict[str, str]) -> None:
     """The installed SLURM executor's own submit-string functions, given the train job's
     resources as the dry run resolved them."""
+    from types import SimpleNamespace
+
     from snakemake_executor_plugin_slurm.submit_string import get_submit_command
     from snakemake_executor_plugin_slurm.utils import set_gres_string
-
-    from types import SimpleNamespace
 
     class Resources(dict):
         __getattr__ = dict.__getitem__
 
     # what the executor reads of a job: its resources and threads
-    job = SimpleNamespace(resources=Resources({k: int(v) if v.isdigit() else v for k, v in resources.items()}),
-                          threads=32)
-    params = {"run_uuid": "u", "slurm_logfile": "l", "comment_str": "c", "account": "-A a", "partition": "-p p",
-              "workdir": "."}
+    job = SimpleNamespace(
+        resources=Resources({k: int(v) if v.isdigit() else v for k, v in resources.items()}), threads=32
+    )
+    params = {
+        "run_uuid": "u",
+        "slurm_logfile": "l",
+        "comment_str": "c",
+        "account": "-A a",
+        "partition": "-p p",
+        "workdir": ".",
+    }
     call = get_submit_command(job, params) + set_gres_string(job)
     flags = call.split()
     assert "--nodes=2" in flags and "--gres=gpu:4" in flags and "--cpus-per-task=32" in flags, call

@@ -28,14 +28,29 @@ H200_GIB = 143_771 / 1024  # the driver's total: what vLLM multiplies its share 
 RUNTIME = 2 * GIB
 
 # Published shapes (config.json): hidden, layers, heads x head_dim, KV heads, MLP, vocabulary.
-LLAMA_N = (128_256 * 3_072  # tied embedding
-           + 28 * (3_072 * 3_072 * 2 + 3_072 * 8 * 128 * 2  # q, o; k, v (8 KV heads x 128)
-                   + 3 * 3_072 * 8_192 + 2 * 3_072)  # gate, up, down; two norms
-           + 3_072)  # final norm
-QWEN_N = (151_936 * 2_048
-          + 36 * (2_048 * 2_048 * 2 + 2_048 * 2 * 128 * 2 + (2_048 + 2 * 256)  # q, o; k, v; q/k/v biases
-                  + 3 * 2_048 * 11_008 + 2 * 2_048)
-          + 2_048)
+LLAMA_N = (
+    128_256 * 3_072  # tied embedding
+    + 28
+    * (
+        3_072 * 3_072 * 2
+        + 3_072 * 8 * 128 * 2  # q, o; k, v (8 KV heads x 128)
+        + 3 * 3_072 * 8_192
+        + 2 * 3_072
+    )  # gate, up, down; two norms
+    + 3_072
+)  # final norm
+QWEN_N = (
+    151_936 * 2_048
+    + 36
+    * (
+        2_048 * 2_048 * 2
+        + 2_048 * 2 * 128 * 2
+        + (2_048 + 2 * 256)  # q, o; k, v; q/k/v biases
+        + 3 * 2_048 * 11_008
+        + 2 * 2_048
+    )
+    + 2_048
+)
 
 
 def arch(hub_id: str) -> Architecture:
@@ -46,9 +61,18 @@ LLAMA, QWEN = arch("meta-llama/Llama-3.2-3B"), arch("Qwen/Qwen2.5-3B")
 
 
 def plan(a: Architecture, **kw):
-    args = dict(master_weights="fp32", reference_model=True, micro_batch=8, tokens_per_row=5_120,
-                vllm_fraction=0.58, card_gib=H200_GIB, vllm_sleep=True, strategy="ddp", processes=4,
-                margins=Margins(margin_gib=0.0))
+    args = dict(
+        master_weights="fp32",
+        reference_model=True,
+        micro_batch=8,
+        tokens_per_row=5_120,
+        vllm_fraction=0.58,
+        card_gib=H200_GIB,
+        vllm_sleep=True,
+        strategy="ddp",
+        processes=4,
+        margins=Margins(margin_gib=0.0),
+    )
     return estimate(a, **{**args, **kw})
 
 
@@ -84,7 +108,7 @@ def test_fsdp2_keeps_unsharded_gradients_while_it_accumulates():
     assert est.gradients == 4 * QWEN_N + 4 * QWEN_N / 4  # unsharded accumulation + the sharded result
     assert est.optimizer == 8 * QWEN_N / 4
     # the weights: a quarter, plus the units in flight (embedding, two layers)
-    layer = (2_048 * 2_048 * 2 + 2_048 * 2 * 128 * 2 + (2_048 + 2 * 256) + 3 * 2_048 * 11_008 + 2 * 2_048)
+    layer = 2_048 * 2_048 * 2 + 2_048 * 2 * 128 * 2 + (2_048 + 2 * 256) + 3 * 2_048 * 11_008 + 2 * 2_048
     assert est.weights == 4 * (QWEN_N / 4 + 151_936 * 2_048 + 2 * layer)
 
 
@@ -113,7 +137,7 @@ def _in_repo(monkeypatch):
 
 
 def test_every_paper_cell_fits_the_h200_in_every_phase_with_the_stated_margin(_in_repo, recwarn):
-    from sagc.pipeline import memory
+    from sagc.pipeline import memory, preview
     from sagc.pipeline.cells import train_cell_config
     from sagc.pipeline.grid import Grid
 
@@ -126,19 +150,29 @@ def test_every_paper_cell_fits_the_h200_in_every_phase_with_the_stated_margin(_i
         p = train_cell_config(config, grid, cell)["resolved"]["memory"]
         for phase in ("generating_gib", "scoring_gib", "loss_pass_gib"):
             assert p[phase] <= H200_GIB, (cell.id, phase, p)
-    lines = memory.plan_lines(config, grid)
+    lines = preview.memory_lines(config, grid)
     assert len(lines) == 4  # models x algorithms
-    assert all("generating" in line and "scoring" in line and "loss pass" in line and "of 140.4 GiB" in line
-               for line in lines), lines
+    assert all(
+        "generating" in line and "scoring" in line and "loss pass" in line and "of 140.4 GiB" in line for line in lines
+    ), lines
     # the margin is in every phase: without it Llama GRPO's engine would get a larger share
     bare = {**config, "device": {**config["device"], "memory_margin_gib": 0.0}}
     assert memory.vllm_share(bare, "llama-3.2-3b") > memory.vllm_share(config, "llama-3.2-3b")
 
 
 def _measured(tmp_path: Path, **over) -> Path:
-    report = {"schema": MEASURED_SCHEMA, "tiny": False, "models": {"Qwen/Qwen2.5-3B": {
-        "loss_pass": {"activation_factor": 1.0}, "scoring": {"activation_factor": 0.5},
-        "runtime_gib": 1.5, "fragmentation_gib": 2.5}}}
+    report = {
+        "schema": MEASURED_SCHEMA,
+        "tiny": False,
+        "models": {
+            "Qwen/Qwen2.5-3B": {
+                "loss_pass": {"activation_factor": 1.0},
+                "scoring": {"activation_factor": 0.5},
+                "runtime_gib": 1.5,
+                "fragmentation_gib": 2.5,
+            }
+        },
+    }
     report.update(over)
     path = tmp_path / "gpu_memory_check.json"
     path.write_text(json.dumps(report))
@@ -159,8 +193,11 @@ def test_a_measured_json_replaces_the_stated_margins(_in_repo, tmp_path):
     assert (measured.runtime, measured.margin) == (1.5 * GIB, 2.5 * GIB)
     assert memory.margins(config, "qwen2.5-3b").source == str(tmp_path / "gpu_memory_check.json")
     # a model it did not measure, or a --tiny run, is refused naming the key and file
-    with pytest.raises(ValueError, match=r"device.memory_measured: .*gpu_memory_check.json holds no measurement "
-                                         r"of models.llama-3.2-3b"):
+    with pytest.raises(
+        ValueError,
+        match=r"device.memory_measured: .*gpu_memory_check.json holds no measurement "
+        r"of models.llama-3.2-3b",
+    ):
         memory.margins(config, "llama-3.2-3b")
     config["device"]["memory_measured"] = str(_measured(tmp_path, tiny=True))
     with pytest.raises(ValueError, match="without --tiny"):

@@ -65,8 +65,7 @@ def test_every_paper_cell_fits_its_card_and_vllm_gets_the_whole_step(card):
         # The TRL 1.16 colocate formula still covers the largest step: each process's engine
         # its share of P x G_max in one pass.
         processes = cfg.launch.processes
-        assert vllm_max_num_seqs(kw) * processes == cfg.train.prompts_per_step * max(cfg.sizing.group_sizes()), \
-            cell.id
+        assert vllm_max_num_seqs(kw) * processes == cfg.train.prompts_per_step * max(cfg.sizing.group_sizes()), cell.id
         assert kw["gradient_accumulation_steps"] * algo.minibatches * micro * processes == shapes.max_rollouts
         n += 1
     assert n == 16
@@ -77,7 +76,7 @@ def test_a_step_at_g_trains_in_the_same_passes_in_a_sagc_cell_as_in_the_fixed_g_
     """Fair wall-clock: the loss pass of a G-step holds as many rows, and a step as many
     passes, in the SAGC cell as in the gG cell of the same model and algorithm."""
     layouts = {}
-    for _config, cell, cfg, algo, shapes, kw in resolved_cells(paper(**CARDS[card])):
+    for _config, cell, cfg, _algo, shapes, _kw in resolved_cells(paper(**CARDS[card])):
         cap = cfg.train.micro_batch_rows
         for g, shape in shapes.shapes.items():
             passes = [min(cap, shape.micro_batch)] * -(-shape.micro_batch // cap) if cap else [shape.micro_batch]
@@ -95,8 +94,7 @@ def test_fp32_master_weights_do_not_fit_an_80gb_card_and_the_error_says_why():
     """Without sleep mode the vLLM share stays on the card during the loss pass. (With it, fp32
     masters fit in passes of 1-2 rows: docs/history/2026-12-02-vllm-share.md.)"""
     with pytest.raises(ConfigError) as err:
-        prepare(paper(gpu_memory_gib=79, vllm_gpu_memory_utilization=0.25, vllm_sleep_mode=False),
-                "configs/paper.yaml")
+        prepare(paper(gpu_memory_gib=79, vllm_gpu_memory_utilization=0.25, vllm_sleep_mode=False), "configs/paper.yaml")
     msg = str(err.value)
     assert "no micro-batch fits device.gpu_memory_gib=79" in msg and "bf16_kahan" in msg
     assert "qwen2.5-3b/grpo/sagc/seed0" in msg
@@ -107,8 +105,11 @@ def test_a_fixed_accumulation_that_would_run_out_of_memory_is_refused():
     # micro-batch: a process's share of P x G / minibatches (up to 512 / the processes)
     config["train"]["gradient_accumulation_steps"] = 1
     largest = 512 // config["launch"]["processes_per_node"]
-    with pytest.raises(ConfigError, match=rf"gradient_accumulation_steps=1, train.micro_batch_rows=None do not fit"
-                                          rf".* {largest} rows x 5120 tokens a pass"):
+    with pytest.raises(
+        ConfigError,
+        match=rf"gradient_accumulation_steps=1, train.micro_batch_rows=None do not fit"
+        rf".* {largest} rows x 5120 tokens a pass",
+    ):
         prepare(config, "configs/paper.yaml")
 
 
@@ -179,9 +180,21 @@ def test_every_paper_evaluation_command_line_parses_with_the_entry_point(tmp_pat
     from sagc.evaluate.config import EvalConfig
 
     proc = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-n", "-p", "--directory", str(tmp_path),
-         "--configfile", str(REPO / "configs/paper.yaml")],
-        cwd=REPO, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "-n",
+            "-p",
+            "--directory",
+            str(tmp_path),
+            "--configfile",
+            str(REPO / "configs/paper.yaml"),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     commands = [c for c in _shell_commands(proc.stdout + proc.stderr) if "sagc.evaluate run" in c]
@@ -237,7 +250,7 @@ def test_the_paper_configs_vllm_share_holds_the_g_max_step_where_the_generation_
 
     card = CARDS["141GB"]["gpu_memory_gib"]
     shares = {}
-    for config, cell, cfg, algo, shapes, kw in resolved_cells(paper(**CARDS["141GB"])):
+    for config, cell, cfg, algo, _shapes, kw in resolved_cells(paper(**CARDS["141GB"])):
         share = cfg.device.vllm_gpu_memory_utilization
         assert kw["vllm_gpu_memory_utilization"] == share and kw["vllm_enable_sleep_mode"] is True
         assert shares.setdefault(cell.model, share) == share, cell.id  # one engine size per model

@@ -65,9 +65,8 @@ def test_each_placeholder_is_set_in_one_place_and_documented():
     assert profile["executor"] == "slurm"
 
 
-def test_the_readme_names_the_same_placeholders():
-    readme = (REPO / "README.md").read_text()
-    section = readme.split("## The paper grid on a cluster")[1].split("\n## ")[0]
+def test_the_cluster_page_names_the_same_placeholders():
+    section = (REPO / "docs" / "cluster.md").read_text()
     assert set(PLACEHOLDER.findall(section)) == set(PLACEHOLDER.findall(_yaml_text()))
 
 
@@ -87,8 +86,16 @@ def test_the_profile_defaults_are_small_and_keep_the_logs():
 def test_paper_jobs_get_an_account_and_the_partition_of_what_they_ask_for(tmp_path):
     jobs = [(rule, res) for rule, res in _dry_run(tmp_path, REPO / "configs" / "paper.yaml") if rule != "all"]
     rules = {rule for rule, _ in jobs}
-    assert {"train", "evaluate_cell", "evaluate_base", "resolve_hub_model", "stage_train_data",
-            "stage_benchmarks", "aggregate", "simulate"} <= rules
+    assert {
+        "train",
+        "evaluate_cell",
+        "evaluate_base",
+        "resolve_hub_model",
+        "stage_train_data",
+        "stage_benchmarks",
+        "aggregate",
+        "simulate",
+    } <= rules
     assert len(jobs) >= 40
     for rule, res in jobs:
         assert res["slurm_account"] == ACCOUNT, rule
@@ -110,9 +117,14 @@ def test_paper_jobs_get_an_account_and_the_partition_of_what_they_ask_for(tmp_pa
 def test_cells_on_several_nodes_ask_per_node_and_a_rules_own_partition_wins(tmp_path):
     """gres=gpu:N (several nodes) is a GPU request too; a partition the config names for a
     rule is kept."""
-    config = _paper_variant(tmp_path, "two-nodes", launch={"nodes": 2},
-                            resources={"evaluate": {"gpu": 1, "mem_mb": 64000, "runtime": 240, "cpus_per_task": 8,
-                                                    "slurm_partition": "inference"}})
+    config = _paper_variant(
+        tmp_path,
+        "two-nodes",
+        launch={"nodes": 2},
+        resources={
+            "evaluate": {"gpu": 1, "mem_mb": 64000, "runtime": 240, "cpus_per_task": 8, "slurm_partition": "inference"}
+        },
+    )
     jobs = _dry_run(tmp_path, config)
     train = [res for rule, res in jobs if rule == "train"]
     assert train and all((r["gres"], r["nodes"], r["slurm_partition"]) == ("gpu:4", "2", GPU) for r in train), train
@@ -140,8 +152,11 @@ def test_tiny_world_jobs_are_small_and_run_on_the_cpu_partition(tmp_path):
 def test_without_the_profile_every_rule_states_its_needs_and_gets_no_partition(tmp_path, config):
     """A local run (no profile, so no defaults but Snakemake's): every job still shows the time
     and CPUs its rule states, and no partition; the GPU jobs keep their GPUs."""
-    jobs = [(rule, res) for rule, res in _dry_run(tmp_path, REPO / "configs" / f"{config}.yaml", profile=False)
-            if rule != "all"]
+    jobs = [
+        (rule, res)
+        for rule, res in _dry_run(tmp_path, REPO / "configs" / f"{config}.yaml", profile=False)
+        if rule != "all"
+    ]
     for rule, res in jobs:
         assert "runtime" in res and "cpus_per_task" in res and "mem_mb" in res, f"{rule} states no needs: {res}"
         assert "slurm_partition" not in res, f"{rule}: {res}"

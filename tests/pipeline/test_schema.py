@@ -23,8 +23,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_checked_in_schema_is_generated_from_the_model():
-    assert (REPO / SCHEMA_FILE).read_text() == schema_text(), \
+    assert (REPO / SCHEMA_FILE).read_text() == schema_text(), (
         "workflow/schemas/config.schema.yaml is out of date: run python -m sagc.pipeline.schema"
+    )
 
 
 def test_check_mode_flags_a_stale_file(tmp_path):
@@ -38,8 +39,10 @@ def test_train_and_device_blocks_are_the_trainers_sections():
     props = config_schema()["properties"]
     assert set(props["train"]["properties"]) == set(TrainSection.model_fields) - {"seed"}
     # and the memory plan's own keys, which no cell carries (sagc.pipeline.cells drops them)
-    assert set(props["device"]["properties"]) == set(DeviceSection.model_fields) | {"memory_margin_gib",
-                                                                                   "memory_measured"}
+    assert set(props["device"]["properties"]) == set(DeviceSection.model_fields) | {
+        "memory_margin_gib",
+        "memory_measured",
+    }
     # the schema fills in the trainer's own defaults, and only these train keys
     filled = {k: p["default"] for k, p in props["train"]["properties"].items() if "default" in p}
     assert filled == {k: TrainSection.default(k) for k in TRAIN_FILLED}
@@ -77,8 +80,13 @@ PROBES = [-1, 0, 1, 2, 3, 0.5, 1.5, "x", "auto", "", None, True, [], ["s"], {}, 
 #: Probes refused only by a rule across keys (checked for every cell by the pipeline, and
 #: in tests/train/test_config.py): exactly one of prompts_per_step / rollout_budget, and
 #: use_vllm needing use_cpu false. "auto" is the pipeline's own value, resolved per cell.
-CROSS_KEY = [("prompts_per_step", None), ("rollout_budget", None), ("use_vllm", True),
-             ("gradient_accumulation_steps", "auto"), ("vllm_gpu_memory_utilization", "auto")]
+CROSS_KEY = [
+    ("prompts_per_step", None),
+    ("rollout_budget", None),
+    ("use_vllm", True),
+    ("gradient_accumulation_steps", "auto"),
+    ("vllm_gpu_memory_utilization", "auto"),
+]
 
 
 def _agree(block_schema, section_from_dict, key, base):
@@ -117,8 +125,11 @@ def test_train_block_accepts_exactly_what_the_trainer_accepts():
 
 def test_device_block_accepts_exactly_what_the_trainer_accepts():
     block = config_schema()["properties"]["device"]
-    problems = {k: d for k in block["properties"] if k in DeviceSection.model_fields
-                and (d := _agree(block, DeviceSection.from_dict, k, {}))}
+    problems = {
+        k: d
+        for k in block["properties"]
+        if k in DeviceSection.model_fields and (d := _agree(block, DeviceSection.from_dict, k, {}))
+    }
     assert not problems, problems
 
 
@@ -144,8 +155,14 @@ def test_defaults_are_filled_as_snakemake_fills_them():
 # -- the policy blocks enforce the ranges their config classes declare ---------------------------
 
 #: JSON Schema's keyword for each kind of declared bound.
-_KEYWORDS = {at.Gt: "exclusiveMinimum", at.Ge: "minimum", at.Lt: "exclusiveMaximum", at.Le: "maximum",
-             at.MinLen: "minItems", at.MaxLen: "maxItems"}
+_KEYWORDS = {
+    at.Gt: "exclusiveMinimum",
+    at.Ge: "minimum",
+    at.Lt: "exclusiveMaximum",
+    at.Le: "maximum",
+    at.MinLen: "minItems",
+    at.MaxLen: "maxItems",
+}
 
 
 def _limit(bound):
@@ -165,9 +182,15 @@ def _scalar(hint):
 def _declared_bounds(hint, where="value"):
     """``(where, bound, scalar type)`` for each bound of a declared type, read from its
     ``Annotated`` metadata; ``where`` is "item" for a bound on a tuple's items."""
-    inner, metadata = (typing.get_args(hint)[0], hint.__metadata__) if typing.get_origin(hint) is Annotated else (hint, ())
-    out = [(where, b, _scalar(inner)) for m in metadata for b in (m.metadata if isinstance(m, FieldInfo) else [m])
-           if type(b) in _KEYWORDS]
+    inner, metadata = (
+        (typing.get_args(hint)[0], hint.__metadata__) if typing.get_origin(hint) is Annotated else (hint, ())
+    )
+    out = [
+        (where, b, _scalar(inner))
+        for m in metadata
+        for b in (m.metadata if isinstance(m, FieldInfo) else [m])
+        if type(b) in _KEYWORDS
+    ]
     args = [a for a in typing.get_args(inner) if a is not type(None) and a is not Ellipsis]
     if typing.get_origin(inner) is tuple:
         return out + _declared_bounds(args[0], "item")
@@ -180,8 +203,14 @@ def _probes(bound, scalar):
     """(just outside, just inside) the bound: a number, or a list length for MinLen / MaxLen."""
     b = _limit(bound)
     step = 1 if scalar is not float else 1e-6
-    return {at.Gt: (b, b + step), at.Ge: (b - step, b), at.Lt: (b, b - step), at.Le: (b + step, b),
-            at.MinLen: (b - step, b), at.MaxLen: (b + step, b)}[type(bound)]
+    return {
+        at.Gt: (b, b + step),
+        at.Ge: (b - step, b),
+        at.Lt: (b, b - step),
+        at.Le: (b + step, b),
+        at.MinLen: (b - step, b),
+        at.MaxLen: (b + step, b),
+    }[type(bound)]
 
 
 def _block_declarations(cls):
@@ -252,8 +281,12 @@ def test_the_schema_blocks_state_exactly_the_declared_ranges():
         for key, (hint, _) in declared_keys.items():
             want = {(where, _KEYWORDS[type(b)], _limit(b)) for where, b, _ in _declared_bounds(hint)}
             prop = block.get(key, {})
-            got = {(where, kw, node[kw]) for where, node in (("value", prop), ("item", prop.get("items", {})))
-                   for kw in _KEYWORDS.values() if kw in node}
+            got = {
+                (where, kw, node[kw])
+                for where, node in (("value", prop), ("item", prop.get("items", {})))
+                for kw in _KEYWORDS.values()
+                if kw in node
+            }
             assert got == want, (policy.block, key)
             checked |= {(policy.block, key)} if want else set()
     assert {("sagc", "tau"), ("sagc", "candidates"), ("sagc_prompt", "quantile")} <= checked

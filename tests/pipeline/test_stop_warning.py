@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sagc.pipeline import launch
+from sagc.pipeline import launch, preview
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -61,5 +61,5 @@ def test_the_dry_run_lines_state_the_warning_and_warn_on_a_problem(monkeypatch):
     config["launch"]["stop_save_s"] = 1000
     config = prepare(config, "configs/paper.yaml")
     with pytest.warns(launch.PreemptionWarning, match="exceeds the 900 s"):
-        lines = launch.plan_lines(config, Grid.from_config(config), repo=REPO, cpus_per_node=32)
+        lines = preview.train_lines(config, Grid.from_config(config), repo=REPO, cpus_per_node=32)
     assert any(line.startswith("stop: SLURM warns a train job 1420 s before") for line in lines), lines

@@ -78,7 +78,9 @@ def test_the_workflow_check_refuses_only_an_installed_unsupported_vllm(fake_vllm
     if not vllm_support.vllm_installed():
         vllm_support.check_installed_vllm("configs/paper.yaml uses vLLM")  # a laptop's dry run
     fake_vllm("0.32.0")
-    with pytest.raises(VLLMUnavailableError, match=f"configs/paper.yaml uses vLLM but vllm 0.32.0 is installed.*{WINDOW}"):
+    with pytest.raises(
+        VLLMUnavailableError, match=f"configs/paper.yaml uses vLLM but vllm 0.32.0 is installed.*{WINDOW}"
+    ):
         vllm_support.check_installed_vllm("configs/paper.yaml uses vLLM")
 
 
@@ -123,8 +125,13 @@ def test_evaluation_refuses_an_unsupported_vllm_before_writing_anything(fake_vll
     (tmp_path / "model").mkdir()
     (tmp_path / "data").mkdir()
     fake_vllm("0.21.0")
-    cfg = EvalConfig(model=tmp_path / "model", tasks=["aime24_boxed"], data_dir=tmp_path / "data",
-                     out=tmp_path / "out", backend="vllm")
+    cfg = EvalConfig(
+        model=tmp_path / "model",
+        tasks=["aime24_boxed"],
+        data_dir=tmp_path / "data",
+        out=tmp_path / "out",
+        backend="vllm",
+    )
     with pytest.raises(RuntimeError, match=re.escape(WINDOW)):
         run_evaluation(cfg)
     assert not (tmp_path / "out").exists()
@@ -132,7 +139,6 @@ def test_evaluation_refuses_an_unsupported_vllm_before_writing_anything(fake_vll
 
 def test_the_pinned_vllm_lies_inside_the_window():
     import tomllib
-
     from packaging.requirements import Requirement
 
     extra = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]["gpu"]
@@ -140,8 +146,11 @@ def test_the_pinned_vllm_lies_inside_the_window():
     (pinned,) = [s.version for s in vllm.specifier if s.operator == "=="]
     check_vllm_version(pinned)
     for env in ("train", "eval"):
-        pip = next(d["pip"] for d in yaml.safe_load((REPO / "envs" / f"{env}.yaml").read_text())["dependencies"]
-                   if isinstance(d, dict))
+        pip = next(
+            d["pip"]
+            for d in yaml.safe_load((REPO / "envs" / f"{env}.yaml").read_text())["dependencies"]
+            if isinstance(d, dict)
+        )
         assert f"vllm=={pinned}" in pip, f"envs/{env}.yaml must carry the paper stack's vllm"
 
 

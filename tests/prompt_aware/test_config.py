@@ -42,11 +42,18 @@ def test_the_sizers_supply_their_prompt_stream():
     block = {"tau": 2.5, "long_fraction": 0.25, "queue_rounds": 3, "hash_dim": 0}
     hybrid = parse_sizing("sagc-prompt").build(block, seed=1)
     alone = parse_sizing("sagc-prompt-g16").build({**block, "group_size": 16}, seed=1)
-    streams = [sizer.prompt_stream(PromptStream(8, seed=3, shuffle=False), token_ids=token_ids)
-               for sizer in (hybrid, alone)]
+    streams = [
+        sizer.prompt_stream(PromptStream(8, seed=3, shuffle=False), token_ids=token_ids) for sizer in (hybrid, alone)
+    ]
     for stream in streams:
         assert isinstance(stream, TailBatchingStream)
-        assert (stream.n, stream.seed, stream.shuffle, stream.long_fraction, stream.queue_rounds) == (8, 3, False, 0.25, 3)
+        assert (stream.n, stream.seed, stream.shuffle, stream.long_fraction, stream.queue_rounds) == (
+            8,
+            3,
+            False,
+            0.25,
+            3,
+        )
         np.testing.assert_array_equal(stream.predictor.x, np.c_[np.ones(8), np.log(lengths)])  # hash_dim 0
     assert hybrid.schedule is streams[0]  # its round kinds pick the controller
     assert isinstance(alone, FixedGroupSize) and alone.state_dict()["kind"] == "fixed"  # the baseline's state
@@ -72,8 +79,18 @@ def test_prompt_config_cells_carry_the_merged_block():
     assert SizingSection.from_dict(section).policy_config(seed=1).sagc.counterfactual
 
 
-@pytest.mark.parametrize("key, value", [("long_fraction", 0.0), ("queue_rounds", 0), ("hash_dim", -1), ("edge_tokens", 1.5),
-                                        ("group_size", 1), ("quantile", 0.2), ("history_decay", 2.0)])
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("long_fraction", 0.0),
+        ("queue_rounds", 0),
+        ("hash_dim", -1),
+        ("edge_tokens", 1.5),
+        ("group_size", 1),
+        ("quantile", 0.2),
+        ("history_decay", 2.0),
+    ],
+)
 def test_bad_values_name_the_key_in_the_pipeline_config(key, value):
     cfg = pipeline_config.load_config(*PROMPT_GRID)
     bad = copy.deepcopy(cfg)

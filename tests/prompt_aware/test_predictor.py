@@ -27,7 +27,7 @@ def test_error_shrinks_as_observations_accumulate():
     x = np.c_[np.ones(n), np.log(tokens)]
     pred = PromptLengthPredictor(n, x)
     errors = [_rmse(pred, z)]
-    for epoch in range(3):
+    for _epoch in range(3):
         for i in rng.permutation(n):
             pred.observe([int(i)], [np.exp(z[i] + 0.4 * rng.standard_normal(8))])
         errors.append(_rmse(pred, z))
@@ -84,8 +84,16 @@ def test_state_round_trips_exactly_through_json():
     np.testing.assert_array_equal(a.risk(), b.risk())
 
 
-@pytest.mark.parametrize("key, value", [("quantile", 1.0), ("history_decay", 0.0), ("ridge", -1.0),
-                                        ("prior_strength", float("nan")), ("min_between_var", "x")])
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("quantile", 1.0),
+        ("history_decay", 0.0),
+        ("ridge", -1.0),
+        ("prior_strength", float("nan")),
+        ("min_between_var", "x"),
+    ],
+)
 def test_bad_config_names_the_key(key, value):
     with pytest.raises(ValueError, match=f"sagc_prompt.{key}"):
         PredictorConfig(**{key: value})

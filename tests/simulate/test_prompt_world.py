@@ -31,8 +31,14 @@ def test_prompts_keep_their_own_scale_and_token_feature():
 def test_tail_batching_cuts_decode_steps_when_prompts_differ():
     """Fixed G=16, same world and seeds: gathering long prompts lowers the summed longest
     rollouts, and every prompt is still visited equally often."""
-    suite = pw.hetero_suite(seeds=4, steps=64, n_prompts=32, prompt_sigma=1.0, tail_coupling=1.0,
-                            policies=tuple(p for p in pw.POLICIES if p.name in ("g16", "sagc-prompt-g16")))
+    suite = pw.hetero_suite(
+        seeds=4,
+        steps=64,
+        n_prompts=32,
+        prompt_sigma=1.0,
+        tail_coupling=1.0,
+        policies=tuple(p for p in pw.POLICIES if p.name in ("g16", "sagc-prompt-g16")),
+    )
     rows, summary = pw.run(suite)
     tail = next(r for r in summary if r["policy"] == "sagc-prompt-g16")
     assert tail["decode_speedup"] > 1.1
@@ -52,8 +58,10 @@ def test_tail_batching_cuts_decode_steps_when_prompts_differ():
 
 
 def test_replay_uses_each_prompts_recorded_groups(tmp_path):
-    steps = [TraceStep(1, 4, (np.array([10, 11, 12, 13.0]), np.array([90, 91, 92, 93.0]))),
-             TraceStep(2, 4, (np.array([20, 21, 22, 23.0]), np.array([14, 15, 16, 17.0])))]
+    steps = [
+        TraceStep(1, 4, (np.array([10, 11, 12, 13.0]), np.array([90, 91, 92, 93.0]))),
+        TraceStep(2, 4, (np.array([20, 21, 22, 23.0]), np.array([14, 15, 16, 17.0]))),
+    ]
     path = tmp_path / "lengths.jsonl"
     write_trace(path, steps)
     lines = path.read_text().splitlines()
@@ -71,9 +79,15 @@ def test_replay_uses_each_prompts_recorded_groups(tmp_path):
         pw.PromptReplay(str(old))
 
 
-@pytest.mark.parametrize("kw, key", [({"n_prompts": 1}, "world.n_prompts"), ({"tail_coupling": -1}, "world.tail_coupling"),
-                                     ({"feature_corr": 2}, "world.feature_corr"),
-                                     ({"lengths": {**pw.HETERO, "sigma": -1}}, "lengths.sigma")])
+@pytest.mark.parametrize(
+    "kw, key",
+    [
+        ({"n_prompts": 1}, "world.n_prompts"),
+        ({"tail_coupling": -1}, "world.tail_coupling"),
+        ({"feature_corr": 2}, "world.feature_corr"),
+        ({"lengths": {**pw.HETERO, "sigma": -1}}, "lengths.sigma"),
+    ],
+)
 def test_bad_world_values_name_the_key(kw, key):
     with pytest.raises(ValueError, match=key):
         pw.PromptWorldConfig(**kw)

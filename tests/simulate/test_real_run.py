@@ -16,9 +16,13 @@ from sagc.simulate.sources import RealRunLengths
 #: the mixture does not match: 0.61 against the run's 0.60 (its completions are a little
 #: more independent within a group than the run's), within 0.02.
 TOLERANCE = {
-    "over_2x_median": 0.006, "over_2.5x_median": 0.006, "over_3x_median": 0.006,
-    "groups_max_over_2x": 0.02, "groups_max_over_2.5x": 0.015,
-    "sd_log_within_group": 0.015, "between_prompt_share": 0.015,
+    "over_2x_median": 0.006,
+    "over_2.5x_median": 0.006,
+    "over_3x_median": 0.006,
+    "groups_max_over_2x": 0.02,
+    "groups_max_over_2.5x": 0.015,
+    "sd_log_within_group": 0.015,
+    "between_prompt_share": 0.015,
 }
 
 
@@ -70,11 +74,14 @@ def test_wider_pool_starts_with_the_narrower_one():
     assert np.array_equal(pool(5, steps=20, width=16)[:, :, :8], pool(5, steps=20, width=8))
 
 
-@pytest.mark.parametrize("lengths, named", [
-    ({"short_prob": 0.6, "long_prob": 0.5}, r"short_prob \+ lengths.long_prob"),
-    ({"sigma": -0.1}, "lengths.sigma"),
-    ({"median_start": 40.0}, "lengths.median_start"),  # a parametric key under real_run
-])
+@pytest.mark.parametrize(
+    "lengths, named",
+    [
+        ({"short_prob": 0.6, "long_prob": 0.5}, r"short_prob \+ lengths.long_prob"),
+        ({"sigma": -0.1}, "lengths.sigma"),
+        ({"median_start": 40.0}, "lengths.median_start"),  # a parametric key under real_run
+    ],
+)
 def test_bad_real_run_keys_are_named(lengths, named):
     with pytest.raises(ValueError, match=named):
         SimConfig.from_dict({"source": "real_run", "lengths": lengths})

@@ -32,8 +32,14 @@ from sagc.simulate.calibrate import calibrate
 from sagc.simulate.cli import main as cli_main
 from sagc.simulate.sweep import best_settings, run_sweep
 
-TP = ThroughputConfig(decode_step_s=0.01, decode_token_s=0.001, prefill_token_s=0.0001,
-                      train_token_s=0.002, step_overhead_s=1.0, prompt_tokens=10)
+TP = ThroughputConfig(
+    decode_step_s=0.01,
+    decode_token_s=0.001,
+    prefill_token_s=0.0001,
+    train_token_s=0.002,
+    step_overhead_s=1.0,
+    prompt_tokens=10,
+)
 
 
 # ------------------------------------------------------------- step-time model
@@ -112,8 +118,15 @@ def test_fixed_fast_path_equals_controller_loop(scope):
 
 def test_simulator_reports_the_issue_metrics_and_smaller_g_is_faster():
     rows = {r["sizing"]: r for r in summary_table(simulate(_cfg()))}
-    for key in ("straggler_rate", "total_hours", "mean_group_size", "padding_efficiency",
-                "rollout_share", "speedup_vs_g4", "time_saved_vs_g8"):
+    for key in (
+        "straggler_rate",
+        "total_hours",
+        "mean_group_size",
+        "padding_efficiency",
+        "rollout_share",
+        "speedup_vs_g4",
+        "time_saved_vs_g8",
+    ):
         assert key in rows["sagc"]
     assert rows["g4"]["total_hours"] < rows["g8"]["total_hours"]
     assert rows["g4"]["straggler_rate"] <= rows["g8"]["straggler_rate"]
@@ -209,7 +222,7 @@ def test_replay_resampling_definition(tmp_path):
     path, _ = _recorded_trace(tmp_path, g=8, steps=5)
     trace = read_trace(path)
     src = ReplayLengths(trace, ReplayConfig(trace=str(path)), seed=1)
-    (_, pool), = list(src.blocks(5, 12))
+    ((_, pool),) = list(src.blocks(5, 12))
     for t, rec in enumerate(trace):
         for i, grp in enumerate(rec.lengths):
             # first 8 = the recorded group in some order; the extras come from that group
@@ -222,8 +235,10 @@ def test_replay_resampling_definition(tmp_path):
 
 
 def test_replay_of_variable_prompt_counts(tmp_path):
-    recs = [TraceStep(1, 2, (np.array([10.0, 10.0]),), None),
-            TraceStep(2, 2, (np.array([10.0, 50.0]), np.array([10.0, 10.0])), None)]
+    recs = [
+        TraceStep(1, 2, (np.array([10.0, 10.0]),), None),
+        TraceStep(2, 2, (np.array([10.0, 50.0]), np.array([10.0, 10.0])), None),
+    ]
     write_trace(tmp_path / "l.jsonl", recs)
     cfg = SimConfig(source="replay", lengths=ReplayConfig(trace=str(tmp_path / "l.jsonl")), sizings=("g2",))
     r = simulate(cfg)["g2"]
@@ -231,13 +246,16 @@ def test_replay_of_variable_prompt_counts(tmp_path):
     assert r.summary()["rollouts"] == 6
 
 
-@pytest.mark.parametrize("line, message", [
-    ("not json", "not valid JSON"),
-    ('{"step": 1, "lengths": [[1, 2]]}', "missing key 'group_size'"),
-    ('{"step": 1, "group_size": 2, "lengths": [[1, 2, 3]]}', "group 0 has 3 lengths"),
-    ('{"step": 1, "group_size": 2, "lengths": [1, 2]}', "list of lists"),
-    ('{"step": 1, "group_size": 2, "lengths": [[1, -2]]}', "negative"),
-])
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ("not json", "not valid JSON"),
+        ('{"step": 1, "lengths": [[1, 2]]}', "missing key 'group_size'"),
+        ('{"step": 1, "group_size": 2, "lengths": [[1, 2, 3]]}', "group 0 has 3 lengths"),
+        ('{"step": 1, "group_size": 2, "lengths": [1, 2]}', "list of lists"),
+        ('{"step": 1, "group_size": 2, "lengths": [[1, -2]]}', "negative"),
+    ],
+)
 def test_bad_trace_lines_are_rejected_with_file_and_line(tmp_path, line, message):
     path = tmp_path / "lengths.jsonl"
     path.write_text('{"step": 0, "group_size": 2, "lengths": [[1, 2]]}\n' + line + "\n")
@@ -249,23 +267,26 @@ def test_bad_trace_lines_are_rejected_with_file_and_line(tmp_path, line, message
 # ------------------------------------------------------------- validation
 
 
-@pytest.mark.parametrize("data, key", [
-    ({"steps": 0}, "steps"),
-    ({"prompts_per_step": 2.5}, "prompts_per_step"),
-    ({"sizings": ["g1"]}, "sizings"),
-    ({"sizings": ["fixed16"]}, "sizings"),
-    ({"stepz": 10}, "stepz"),
-    ({"throughput": {"decode_step_s": -1}}, "throughput.decode_step_s"),
-    ({"throughput": {"decode_batching": "paged"}}, "throughput.decode_batching"),
-    ({"throughput": {"gpu": "h200"}}, "gpu"),
-    ({"lengths": {"sigma": float("nan")}}, "lengths.sigma"),
-    ({"lengths": {"tail_prob_end": 1.5}}, "lengths.tail_prob_end"),
-    ({"lengths": {"min_tokens": 10, "max_tokens": 5}}, "lengths.max_tokens"),
-    ({"sagc": {"delta": 2}}, "delta"),
-    ({"source": "replay"}, "lengths.trace"),
-    ({"source": "wandb"}, "source"),
-    ({"sweep": {"tau": [0.5]}}, "sweep.tau"),
-])
+@pytest.mark.parametrize(
+    "data, key",
+    [
+        ({"steps": 0}, "steps"),
+        ({"prompts_per_step": 2.5}, "prompts_per_step"),
+        ({"sizings": ["g1"]}, "sizings"),
+        ({"sizings": ["fixed16"]}, "sizings"),
+        ({"stepz": 10}, "stepz"),
+        ({"throughput": {"decode_step_s": -1}}, "throughput.decode_step_s"),
+        ({"throughput": {"decode_batching": "paged"}}, "throughput.decode_batching"),
+        ({"throughput": {"gpu": "h200"}}, "gpu"),
+        ({"lengths": {"sigma": float("nan")}}, "lengths.sigma"),
+        ({"lengths": {"tail_prob_end": 1.5}}, "lengths.tail_prob_end"),
+        ({"lengths": {"min_tokens": 10, "max_tokens": 5}}, "lengths.max_tokens"),
+        ({"sagc": {"delta": 2}}, "delta"),
+        ({"source": "replay"}, "lengths.trace"),
+        ({"source": "wandb"}, "source"),
+        ({"sweep": {"tau": [0.5]}}, "sweep.tau"),
+    ],
+)
 def test_invalid_parameters_are_rejected_naming_the_key(data, key):
     with pytest.raises(ValueError, match=key.replace(".", r"\.")):
         SimConfig.from_dict(data)
@@ -316,10 +337,12 @@ def test_calibration_small_grid_and_the_exchangeability_bound():
 
 def test_cli_run_writes_the_listed_files(tmp_path, capsys):
     cfg = tmp_path / "sim.yaml"
-    cfg.write_text("name: t\nsteps: 150\nprompts_per_step: 2\nsizings: [g4, g8, sagc]\n"
-                   "sweep: {tau: [2.0, 3.0], delta: [0.3]}\n")
-    rc = cli_main(["run", "--config", str(cfg), "--out-table", str(tmp_path / "tab"),
-                   "--out-figures", str(tmp_path / "fig")])
+    cfg.write_text(
+        "name: t\nsteps: 150\nprompts_per_step: 2\nsizings: [g4, g8, sagc]\nsweep: {tau: [2.0, 3.0], delta: [0.3]}\n"
+    )
+    rc = cli_main(
+        ["run", "--config", str(cfg), "--out-table", str(tmp_path / "tab"), "--out-figures", str(tmp_path / "fig")]
+    )
     assert rc == 0
     for f in ("summary.csv", "summary.json", "sweep.csv"):
         assert (tmp_path / "tab" / f).stat().st_size > 0

@@ -5,16 +5,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sagc.simulate import TraceStep, simulate, write_trace
-from sagc.simulate.cli import main as cli_main
 from sagc.controller import SAGCConfig
 from sagc.costs import TRAIN_TOKEN_WEIGHT
+from sagc.simulate import TraceStep, simulate, write_trace
+from sagc.simulate.cli import main as cli_main
 from sagc.simulate.engine import SizingResult, make_source
 from sagc.simulate.suite import (
     BASE_KEYS,
-    SUITE_DELTA,
     ORACLE,
     RULES,
+    SUITE_DELTA,
     SuiteConfig,
     base_sagc,
     oracle_mix,
@@ -171,12 +171,15 @@ def test_simulated_decode_steps_are_each_steps_longest_completion():
         assert r.decode_steps.tolist() == longest
 
 
-@pytest.mark.parametrize("rates, delta, want", [
-    ({4: 0.1, 8: 0.2, 16: 0.6}, 0.3, {4: 0.0, 8: 0.75, 16: 0.25}),  # mix 8 and 16 to spend delta
-    ({4: 0.0, 8: 0.05, 16: 0.1}, 0.3, {4: 0.0, 8: 0.0, 16: 1.0}),  # everything meets it
-    ({4: 0.5, 8: 0.7, 16: 0.9}, 0.3, {4: 1.0, 8: 0.0, 16: 0.0}),  # nothing does: the smallest G
-    ({4: 0.1, 8: 0.5, 16: 0.5}, 0.3, {4: 0.5, 8: 0.0, 16: 0.5}),  # 8 is dominated by a 4/16 mix
-])
+@pytest.mark.parametrize(
+    "rates, delta, want",
+    [
+        ({4: 0.1, 8: 0.2, 16: 0.6}, 0.3, {4: 0.0, 8: 0.75, 16: 0.25}),  # mix 8 and 16 to spend delta
+        ({4: 0.0, 8: 0.05, 16: 0.1}, 0.3, {4: 0.0, 8: 0.0, 16: 1.0}),  # everything meets it
+        ({4: 0.5, 8: 0.7, 16: 0.9}, 0.3, {4: 1.0, 8: 0.0, 16: 0.0}),  # nothing does: the smallest G
+        ({4: 0.1, 8: 0.5, 16: 0.5}, 0.3, {4: 0.5, 8: 0.0, 16: 0.5}),  # 8 is dominated by a 4/16 mix
+    ],
+)
 def test_oracle_mix_is_the_best_static_mix_meeting_delta(rates, delta, want):
     steps = 20
     fixed = {g: result([g] * steps, np.arange(steps) < round(p * steps), [10] * steps) for g, p in rates.items()}

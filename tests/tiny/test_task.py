@@ -131,8 +131,7 @@ PROBLEM = Problem("d", 7, "+", 4, 4)
 def test_prompt_round_trips_and_bad_prompts_are_rejected():
     assert PROBLEM.prompt == "start d:7 next=prev+4 find h\n"
     assert Problem.from_prompt(PROBLEM.prompt) == PROBLEM
-    for bad in ("start d:7 next=prev+4 find h", "start h:7 next=prev+4 find d\n",
-                "d=7 next=prev+4 find h\n", None):
+    for bad in ("start d:7 next=prev+4 find h", "start h:7 next=prev+4 find d\n", "d=7 next=prev+4 find h\n", None):
         with pytest.raises(ValueError, match="prompt|target"):
             Problem.from_prompt(bad)
 
@@ -183,8 +182,7 @@ def test_a_check_restates_the_prompt_verbatim():
     field follows a token that occurs once in the prompt: ``start``, ``:``, ``prev``, ``find``)."""
     rng = random.Random(1)
     for _ in range(50):
-        p = Problem(rng.choice("abcdefg"), rng.randrange(10), rng.choice("+-"), rng.randint(1, 9),
-                    rng.randint(2, 5))
+        p = Problem(rng.choice("abcdefg"), rng.randrange(10), rng.choice("+-"), rng.randint(1, 9), rng.randint(2, 5))
         lines = render_completion(p, stop_shift=1, checks=2).split("\n")
         opens = [i for i, line in enumerate(lines) if line == CHECK_LINE]
         assert len(opens) == 2

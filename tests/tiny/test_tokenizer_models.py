@@ -24,8 +24,7 @@ def test_tokenizer_round_trip_and_specials(tiny_tokenizer_dir, tiny_data_dir):
         assert tok.decode(tok(text)["input_ids"]) == text
     # Digits are one token each: "e=7+4=1" is 7 tokens, so lengths track the step count.
     assert len(tok("e=7+4=1")["input_ids"]) == 7
-    chat = tok.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False,
-                                   add_generation_prompt=True)
+    chat = tok.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True)
     assert chat == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
 
 
@@ -34,8 +33,7 @@ def test_missing_tokenizer_is_a_clear_error(tmp_path):
         load_tokenizer(tmp_path)
 
 
-@pytest.mark.parametrize("fixture, cls", [("tiny_qwen2_dir", Qwen2ForCausalLM),
-                                          ("tiny_llama_dir", LlamaForCausalLM)])
+@pytest.mark.parametrize("fixture, cls", [("tiny_qwen2_dir", Qwen2ForCausalLM), ("tiny_llama_dir", LlamaForCausalLM)])
 def test_auto_classes_load_the_folder_with_the_same_token_ids(request, fixture, cls, tiny_data_dir):
     """lm-eval loads with AutoTokenizer/AutoModel: ids must equal load_tokenizer's (a qwen2
     folder gets a Qwen2Tokenizer; our pre-tokenizer is Qwen2's, so the ids agree)."""
@@ -82,8 +80,12 @@ def test_default_models_are_two_architectures_of_similar_size(tiny_tokenizer_dir
 
 @pytest.mark.parametrize(
     "kwargs, name",
-    [({"hidden_size": 30}, "hidden_size"), ({"num_kv_heads": 3}, "num_heads"),
-     ({"num_layers": 0}, "num_layers"), ({"max_position_embeddings": 32}, "max_position_embeddings")],
+    [
+        ({"hidden_size": 30}, "hidden_size"),
+        ({"num_kv_heads": 3}, "num_heads"),
+        ({"num_layers": 0}, "num_layers"),
+        ({"max_position_embeddings": 32}, "max_position_embeddings"),
+    ],
 )
 def test_bad_model_sizes_name_the_parameter(kwargs, name, tiny_tokenizer_dir):
     tok = load_tokenizer(tiny_tokenizer_dir)

@@ -6,17 +6,26 @@ from scipy.stats import binomtest
 
 from sagc.tiny.measure import SampleParams, accuracy, sample_completions
 from sagc.tiny.models import ModelSize, build_model
-from sagc.tiny.task import TaskParams, generate_splits
+from sagc.tiny.task import CHECK_LINE, Problem, TaskParams, behaviour_of, generate_splits
 from sagc.tiny.tokenizer import load_tokenizer
-from sagc.tiny.task import CHECK_LINE, Problem, behaviour_of
 from sagc.tiny.warmstart import WarmStartParams, _encode, draw_behaviour, warm_start
 
 # An easy corner of the task family (mod 4, one operator, 2-4 steps: 12 arithmetic facts)
 # keep this test to well under a minute; the default recipe is the same code and model shape
 # with more steps on the full task (which takes minutes). A smaller 2-layer model stayed
 # near chance here even after 300 steps.
-EASY = TaskParams(modulus=4, operators="+", median_steps=2.5, min_steps=2, max_steps=4, heldout_min_steps=5,
-                  heldout_max_steps=6, n_train=500, n_eval=192, n_heldout=1)
+EASY = TaskParams(
+    modulus=4,
+    operators="+",
+    median_steps=2.5,
+    min_steps=2,
+    max_steps=4,
+    heldout_min_steps=5,
+    heldout_max_steps=6,
+    n_train=500,
+    n_eval=192,
+    n_heldout=1,
+)
 SMALL = ModelSize(hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=2, intermediate_size=128)
 CHANCE = 0.25  # one digit out of four
 
@@ -29,10 +38,23 @@ def test_warm_start_beats_chance_and_stops_with_eos(tiny_tokenizer_dir):
     model = build_model("llama", tok, ModelSize(), seed=11)  # the default shape
     sample = SampleParams(max_new_tokens=48)
     before = accuracy(model, tok, splits["eval"], sample, greedy=True)
-    report = warm_start(model, tok, splits["train"],
-                        WarmStartParams(steps=250, batch_size=16, learning_rate=3e-3, warmup_steps=10,
-                                        miscount_frac=0.0, slip_frac=0.0, check_frac=0.0, lesson_frac=0.0),
-                        seed=11, modulus=EASY.modulus)
+    report = warm_start(
+        model,
+        tok,
+        splits["train"],
+        WarmStartParams(
+            steps=250,
+            batch_size=16,
+            learning_rate=3e-3,
+            warmup_steps=10,
+            miscount_frac=0.0,
+            slip_frac=0.0,
+            check_frac=0.0,
+            lesson_frac=0.0,
+        ),
+        seed=11,
+        modulus=EASY.modulus,
+    )
     after = accuracy(model, tok, splits["eval"], sample, greedy=True)
     assert before["accuracy"] == 0.0
     assert after["format_rate"] >= 0.9  # learnt the format: one final box, then eos
@@ -46,11 +68,18 @@ def test_warm_start_beats_chance_and_stops_with_eos(tiny_tokenizer_dir):
 
 @pytest.mark.parametrize(
     "kwargs, name",
-    [({"steps": -1}, "steps"), ({"batch_size": 0}, "batch_size"), ({"learning_rate": 0.0}, "learning_rate"),
-     ({"miscount_frac": 1.0}, "miscount_frac"), ({"slip_frac": -0.1}, "slip_frac"),
-     ({"check_frac": 1.5}, "check_frac"), ({"check_continue": 1.0}, "check_continue"),
-     ({"lesson_frac": -1}, "lesson_frac"), ({"max_checks": 0}, "max_checks"),
-     ({"max_length": 8}, "max_length")],
+    [
+        ({"steps": -1}, "steps"),
+        ({"batch_size": 0}, "batch_size"),
+        ({"learning_rate": 0.0}, "learning_rate"),
+        ({"miscount_frac": 1.0}, "miscount_frac"),
+        ({"slip_frac": -0.1}, "slip_frac"),
+        ({"check_frac": 1.5}, "check_frac"),
+        ({"check_continue": 1.0}, "check_continue"),
+        ({"lesson_frac": -1}, "lesson_frac"),
+        ({"max_checks": 0}, "max_checks"),
+        ({"max_length": 8}, "max_length"),
+    ],
 )
 def test_bad_warm_start_parameters_name_the_parameter(kwargs, name):
     with pytest.raises(ValueError, match=f"'{name}'"):
@@ -81,11 +110,14 @@ def test_behaviour_mixture_matches_the_configured_shares():
     checks repeat at the continue rate, up to ``max_checks``; lessons always check."""
     import random
 
-    params = WarmStartParams(miscount_frac=0.25, slip_frac=0.15, check_frac=0.03, check_continue=0.5,
-                             max_checks=2, lesson_slip_frac=0.5)
+    params = WarmStartParams(
+        miscount_frac=0.25, slip_frac=0.15, check_frac=0.03, check_continue=0.5, max_checks=2, lesson_slip_frac=0.5
+    )
     rng, n = random.Random(0), 20000
-    problems = [Problem(rng.choice("abcdefgh"), rng.randrange(10), rng.choice("+-"), rng.randint(1, 9),
-                        rng.randint(2, 5)) for _ in range(200)]
+    problems = [
+        Problem(rng.choice("abcdefgh"), rng.randrange(10), rng.choice("+-"), rng.randint(1, 9), rng.randint(2, 5))
+        for _ in range(200)
+    ]
     seen = {"miscount": 0, "slip": 0, "check": 0}
     passes = []
     for i in range(n):
@@ -119,6 +151,7 @@ def test_a_lesson_trains_only_the_check(tiny_tokenizer_dir):
     ids, n_context = _encode(tok, p.prompt, text, 160, lesson=True)
     assert tok.decode(ids[:n_context]) == p.prompt + "b=1+2=6\nc=6+2=8\n" + CHECK_LINE
     assert tok.decode(ids[n_context:], skip_special_tokens=True) == (
-        "\nstart a:1 next=prev+2 find c\nb=1+2=3\nc=3+2=5\n\\boxed{5}")
+        "\nstart a:1 next=prev+2 find c\nb=1+2=3\nc=3+2=5\n\\boxed{5}"
+    )
     ids, n_context = _encode(tok, p.prompt, text, 160)
     assert tok.decode(ids[:n_context]) == p.prompt

@@ -52,8 +52,9 @@ def train_world(tmp_path_factory) -> dict:
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     texts = [r["prompt"] + f"y=\\boxed{{{r['answer']}}}" for r in rows]
     tok = train_tokenizer(texts, vocab_size=300)
-    size = ModelSize(hidden_size=32, num_layers=2, num_heads=2, num_kv_heads=1,
-                     intermediate_size=64, max_position_embeddings=128)
+    size = ModelSize(
+        hidden_size=32, num_layers=2, num_heads=2, num_kv_heads=1, intermediate_size=64, max_position_embeddings=128
+    )
     model = build_model("llama", tok, size=size, seed=0)
     model_dir = save_model(model, tok, root / "model")
     return {"data": data, "model": model_dir, "eos_id": tok.eos_token_id, "n_prompts": len(rows)}
@@ -65,27 +66,69 @@ def make_cell(train_world):
     return lambda out, **kw: cell_dict(train_world, Path(out), **kw)
 
 
-def cell_dict(world: dict, out: Path, *, algorithm: str = "grpo", sizing: str = "sagc", steps: int = 4,
-              prompts: int = 2, max_completion: int = 24, save_steps: int = 2, sagc: dict | None = None,
-              algo_overrides: dict | None = None, wandb_mode: str = "offline", seed: int = 7) -> dict:
+def cell_dict(
+    world: dict,
+    out: Path,
+    *,
+    algorithm: str = "grpo",
+    sizing: str = "sagc",
+    steps: int = 4,
+    prompts: int = 2,
+    max_completion: int = 24,
+    save_steps: int = 2,
+    sagc: dict | None = None,
+    algo_overrides: dict | None = None,
+    wandb_mode: str = "offline",
+    seed: int = 7,
+) -> dict:
     """A cell config in the pipeline's shape, sized for a CPU test."""
     return {
-        "cell": {"id": f"test/{algorithm}/{sizing}/seed0", "config_name": "test", "model": "tiny-test",
-                 "algorithm": algorithm, "sizing": sizing, "seed": 0},
+        "cell": {
+            "id": f"test/{algorithm}/{sizing}/seed0",
+            "config_name": "test",
+            "model": "tiny-test",
+            "algorithm": algorithm,
+            "sizing": sizing,
+            "seed": 0,
+        },
         "model": {"path": str(world["model"]), "tokenizer": None, "trust_remote_code": False},
         "data": {"train": str(world["data"])},
         "rewards": {"correctness": 1.0, "format": 0.1},
-        "train": {"steps": steps, "prompts_per_step": prompts, "rollout_budget": None,
-                  "max_prompt_length": 64, "max_completion_length": max_completion, "temperature": 1.0,
-                  "top_p": 1.0, "learning_rate": 1e-3, "save_steps": save_steps, "seed": seed,
-                  "torch_threads": 1,
-                  "generation_kwargs": {"sequence_bias": [[[world["eos_id"]], EOS_BIAS]]}},
+        "train": {
+            "steps": steps,
+            "prompts_per_step": prompts,
+            "rollout_budget": None,
+            "max_prompt_length": 64,
+            "max_completion_length": max_completion,
+            "temperature": 1.0,
+            "top_p": 1.0,
+            "learning_rate": 1e-3,
+            "save_steps": save_steps,
+            "seed": seed,
+            "torch_threads": 1,
+            "generation_kwargs": {"sequence_bias": [[[world["eos_id"]], EOS_BIAS]]},
+        },
         "algorithm": {"name": algorithm, **(algo_overrides or {})},
-        "sizing": {"name": sizing, "sagc": sagc if sagc is not None else {"candidates": [4, 8, 16], "tau": 2.0,
-                                                                          "delta": 0.3}},
-        "wandb": {"mode": wandb_mode, "project": "sagc-test", "entity": None, "group": "test",
-                  "name": f"test/{algorithm}/{sizing}", "dir": str(out / "wandb")},
-        "device": {"use_cpu": True, "bf16": False, "gradient_checkpointing": False, "use_vllm": False,
-                   "vllm_mode": "colocate", "vllm_gpu_memory_utilization": 0.3, "vllm_tensor_parallel_size": 1},
+        "sizing": {
+            "name": sizing,
+            "sagc": sagc if sagc is not None else {"candidates": [4, 8, 16], "tau": 2.0, "delta": 0.3},
+        },
+        "wandb": {
+            "mode": wandb_mode,
+            "project": "sagc-test",
+            "entity": None,
+            "group": "test",
+            "name": f"test/{algorithm}/{sizing}",
+            "dir": str(out / "wandb"),
+        },
+        "device": {
+            "use_cpu": True,
+            "bf16": False,
+            "gradient_checkpointing": False,
+            "use_vllm": False,
+            "vllm_mode": "colocate",
+            "vllm_gpu_memory_utilization": 0.3,
+            "vllm_tensor_parallel_size": 1,
+        },
         "output_dir": str(out),
     }

@@ -20,16 +20,30 @@ def tiny_paper_config(hub_id: str, vocab_size: int, eos_id: int | None = None, p
     model_type = published.pop("model_type")
     published.pop("architectures", None)
     heads, kv_heads = (4, 1) if model_type == "qwen2" else (4, 2)  # 16:2 and 24:8 -> GQA kept
-    small = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=heads,
-                 num_key_value_heads=kv_heads, vocab_size=vocab_size, bos_token_id=None,
-                 eos_token_id=eos_id, pad_token_id=pad_id)
+    small = dict(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        vocab_size=vocab_size,
+        bos_token_id=None,
+        eos_token_id=eos_id,
+        pad_token_id=pad_id,
+    )
     if "head_dim" in published:
         small["head_dim"] = 64 // heads
     return AutoConfig.for_model(model_type, **{**published, **small})
 
 
-def tiny_paper_model(hub_id: str, vocab_size: int, eos_id: int | None = None, pad_id: int | None = None,
-                     seed: int = 0, dtype: str = "float32"):
+def tiny_paper_model(
+    hub_id: str,
+    vocab_size: int,
+    eos_id: int | None = None,
+    pad_id: int | None = None,
+    seed: int = 0,
+    dtype: str = "float32",
+):
     import torch
     from transformers import AutoModelForCausalLM
 

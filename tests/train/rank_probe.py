@@ -39,14 +39,21 @@ SLOW: dict[int, float] = {}  # this rank's generate call (from 1) -> seconds add
 class Probe(SAGCGRPOTrainer):
     def _draw_rows(self, n_prompts, group_size):
         rows = super()._draw_rows(n_prompts, group_size)
-        RECORD["rounds"].append({"step": self.step + 1, "G": group_size, "ids": [r.get("id", r["prompt"]) for r in rows]})
+        RECORD["rounds"].append(
+            {"step": self.step + 1, "G": group_size, "ids": [r.get("id", r["prompt"]) for r in rows]}
+        )
         return rows
 
     def _generate(self, prompts):
         result = super()._generate(prompts)
         if self.model.training and self._current is not None:
-            RECORD["calls"].append({"step": self._current.step, "prompt": [len(p) for p in result[0]],
-                                    "completion": [len(c) for c in result[1]]})
+            RECORD["calls"].append(
+                {
+                    "step": self._current.step,
+                    "prompt": [len(p) for p in result[0]],
+                    "completion": [len(c) for c in result[1]],
+                }
+            )
         return result
 
     def train(self, *args, **kwargs):

@@ -19,8 +19,13 @@ SCRIPT = REPO / "benchmarks" / "tiny_training.py"
 def _bench(cell: Path, out: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     env.pop("WANDB_SERVICE", None)
-    return subprocess.run([sys.executable, str(SCRIPT), "--cell", str(cell), "--steps", "1", "--out", str(out)],
-                          env=env, capture_output=True, text=True, timeout=900)
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), "--cell", str(cell), "--steps", "1", "--out", str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
 
 
 def test_a_second_run_measures_new_runs_instead_of_reading_back_the_old_ones(make_cell, tmp_path):
@@ -59,6 +64,7 @@ def test_the_default_folder_is_inside_the_repository_and_ignored_by_git():
     finally:
         sys.path.pop(0)
     assert tiny_training.DEFAULT_OUT.is_relative_to(REPO)
-    ignored = subprocess.run(["git", "check-ignore", "-q", str(tiny_training.DEFAULT_OUT / "g16" / "done.json")],
-                             cwd=REPO)
+    ignored = subprocess.run(
+        ["git", "check-ignore", "-q", str(tiny_training.DEFAULT_OUT / "g16" / "done.json")], cwd=REPO
+    )
     assert ignored.returncode == 0, "benchmark outputs must not show up in git status"

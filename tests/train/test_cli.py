@@ -21,8 +21,9 @@ SRC = str(Path(__file__).resolve().parents[2] / "src")
 
 def read_offline_history(run_file: Path) -> list[dict]:
     """History rows of an offline ``run-*.wandb`` file, via wandb's own record reader."""
-    out = subprocess.run(["wandb", "leet", "inspect", "--json", str(run_file)], check=True,
-                         capture_output=True, text=True, timeout=120).stdout
+    out = subprocess.run(
+        ["wandb", "leet", "inspect", "--json", str(run_file)], check=True, capture_output=True, text=True, timeout=120
+    ).stdout
     rows = []
     for line in out.splitlines():
         rec = json.loads(line)
@@ -39,8 +40,7 @@ def test_wandb_run_holds_the_documented_metrics(make_cell, tmp_path):
     from sagc.train.run import run_cell
 
     out = tmp_path / "cell"
-    cfg = TrainConfig.from_dict(make_cell(out, steps=3, save_steps=2,
-                                          sagc={"candidates": [4, 8, 16], "eta": 2.0}))
+    cfg = TrainConfig.from_dict(make_cell(out, steps=3, save_steps=2, sagc={"candidates": [4, 8, 16], "eta": 2.0}))
     done = run_cell(cfg)
 
     files = run_files(out)
@@ -95,11 +95,9 @@ KILL_SCRIPT = textwrap.dedent("""
 
 
 def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", ""),
-           "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", ""), "OMP_NUM_THREADS": "1"}
     env.pop("WANDB_SERVICE", None)  # set by the in-process run above; each job owns its service
-    return subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=600)
+    return subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
 
 
 def test_kill_and_resume_gives_the_identical_g_sequence(make_cell, tmp_path):
@@ -108,8 +106,7 @@ def test_kill_and_resume_gives_the_identical_g_sequence(make_cell, tmp_path):
     uninterrupted one step by step."""
     from sagc.train.run import run_cell
 
-    kw = dict(algorithm="dapo", sizing="sagc", steps=4, save_steps=2,
-              sagc={"candidates": [4, 8, 16], "eta": 2.0})
+    kw = dict(algorithm="dapo", sizing="sagc", steps=4, save_steps=2, sagc={"candidates": [4, 8, 16], "eta": 2.0})
     cut_cfg = make_cell(tmp_path / "cut", **kw)
     (tmp_path / "cut.yaml").write_text(json.dumps(cut_cfg))  # JSON is valid YAML: tests the YAML path
     (tmp_path / "kill.py").write_text(KILL_SCRIPT)
@@ -135,8 +132,10 @@ def test_kill_and_resume_gives_the_identical_g_sequence(make_cell, tmp_path):
     from sagc.trace import read_trace
 
     def trace(folder):
-        return [(t.step, t.group_size, [g.tolist() for g in t.lengths], t.straggler)
-                for t in read_trace(folder / "lengths.jsonl")]
+        return [
+            (t.step, t.group_size, [g.tolist() for g in t.lengths], t.straggler)
+            for t in read_trace(folder / "lengths.jsonl")
+        ]
 
     assert trace(cut) == trace(tmp_path / "ref")
     assert [t[1] for t in trace(cut)] == want["group_sizes"]

@@ -22,21 +22,49 @@ def cell(tmp_path):
     data = tmp_path / "train.jsonl"
     data.write_text(json.dumps({"prompt": "p", "answer": "1"}) + "\n")
     return {
-        "cell": {"id": "tiny-qwen2/grpo/sagc/seed0", "config_name": "default", "model": "tiny-qwen2",
-                 "algorithm": "grpo", "sizing": "sagc", "seed": 0},
+        "cell": {
+            "id": "tiny-qwen2/grpo/sagc/seed0",
+            "config_name": "default",
+            "model": "tiny-qwen2",
+            "algorithm": "grpo",
+            "sizing": "sagc",
+            "seed": 0,
+        },
         "model": {"path": str(model), "tokenizer": None, "trust_remote_code": False},
         "data": {"train": str(data)},
         "rewards": {"correctness": 1.0, "format": 0.1},
-        "train": {"steps": 30, "prompts_per_step": 4, "rollout_budget": None, "max_prompt_length": 96,
-                  "max_completion_length": 160, "temperature": 1.0, "top_p": 1.0, "learning_rate": 5e-5,
-                  "save_steps": 10, "seed": 1234567, "torch_threads": 1},
+        "train": {
+            "steps": 30,
+            "prompts_per_step": 4,
+            "rollout_budget": None,
+            "max_prompt_length": 96,
+            "max_completion_length": 160,
+            "temperature": 1.0,
+            "top_p": 1.0,
+            "learning_rate": 5e-5,
+            "save_steps": 10,
+            "seed": 1234567,
+            "torch_threads": 1,
+        },
         "algorithm": {"name": "grpo", "beta": 0.04},
         "sizing": {"name": "sagc", "sagc": {"candidates": [4, 8, 16], "tau": 2.0, "delta": 0.3}},
-        "wandb": {"mode": "offline", "project": "sagc-repro", "entity": None, "group": "default",
-                  "name": "tiny-qwen2/grpo/sagc/seed0", "dir": str(tmp_path / "wandb")},
-        "device": {"use_cpu": True, "bf16": False, "gradient_checkpointing": False, "use_vllm": False,
-                   "vllm_mode": "colocate", "vllm_gpu_memory_utilization": 0.3,
-                   "vllm_tensor_parallel_size": 1},
+        "wandb": {
+            "mode": "offline",
+            "project": "sagc-repro",
+            "entity": None,
+            "group": "default",
+            "name": "tiny-qwen2/grpo/sagc/seed0",
+            "dir": str(tmp_path / "wandb"),
+        },
+        "device": {
+            "use_cpu": True,
+            "bf16": False,
+            "gradient_checkpointing": False,
+            "use_vllm": False,
+            "vllm_mode": "colocate",
+            "vllm_gpu_memory_utilization": 0.3,
+            "vllm_tensor_parallel_size": 1,
+        },
         "output_dir": str(tmp_path / "out"),
     }
 
@@ -111,8 +139,11 @@ def test_splits_that_would_drop_rows_are_refused(cell):
     with pytest.raises(ValueError, match=r"train.rollout_budget \(24\) must be divisible by every group size"):
         TrainConfig.from_dict(bad)
     # DAPO splits a step into 2 mini-batches: 1 prompt x G=3 rows cannot be halved.
-    bad = _with(_with(_with(_with(cell, "algorithm", {"name": "dapo"}), "cell.algorithm", "dapo"),
-                      "sizing.name", "g3"), "cell.sizing", "g3")
+    bad = _with(
+        _with(_with(_with(cell, "algorithm", {"name": "dapo"}), "cell.algorithm", "dapo"), "sizing.name", "g3"),
+        "cell.sizing",
+        "g3",
+    )
     bad["train"]["prompts_per_step"] = 1
     with pytest.raises(ValueError, match="cannot be split into algorithm.minibatches"):
         TrainConfig.from_dict(bad)
@@ -124,7 +155,12 @@ def test_splits_that_would_drop_rows_are_refused(cell):
 def test_presets_are_documented_values():
     grpo = resolve_algorithm({"name": "grpo"}, 160)
     assert (grpo.loss_type, grpo.beta, grpo.epsilon, grpo.epsilon_high, grpo.scale_rewards) == (
-        "grpo", 0.04, 0.2, None, "group")
+        "grpo",
+        0.04,
+        0.2,
+        None,
+        "group",
+    )
     assert not grpo.dynamic_sampling and not grpo.mask_truncated_completions and not grpo.uses_overlong_punishment
     dapo = resolve_algorithm({"name": "dapo"}, 160)
     assert (dapo.loss_type, dapo.beta, dapo.epsilon, dapo.epsilon_high) == ("dapo", 0.0, 0.2, 0.28)
@@ -150,9 +186,19 @@ def test_grpo_config_kwargs_cpu_build_a_real_grpoconfig(cell):
 
 
 def test_gpu_plumbing_sizes_vllm_for_prompts_times_gmax(cell):
-    gpu = _with(cell, "device", {"use_cpu": False, "bf16": True, "gradient_checkpointing": True,
-                                 "use_vllm": True, "vllm_mode": "colocate",
-                                 "vllm_gpu_memory_utilization": 0.4, "vllm_tensor_parallel_size": 1})
+    gpu = _with(
+        cell,
+        "device",
+        {
+            "use_cpu": False,
+            "bf16": True,
+            "gradient_checkpointing": True,
+            "use_vllm": True,
+            "vllm_mode": "colocate",
+            "vllm_gpu_memory_utilization": 0.4,
+            "vllm_tensor_parallel_size": 1,
+        },
+    )
     cfg = TrainConfig.from_dict(gpu, check_vllm=False)  # the plumbing, without the package
     algo = cfg.resolved.algorithm
     kw = grpo_config_kwargs(cfg, algo, cfg.resolved.layout)
@@ -211,7 +257,8 @@ def test_cli_rejects_bad_cells_before_loading_anything(cell, tmp_path, capsys, m
     path.write_text(json.dumps(hub))
     assert main(["--config", str(path)]) == 2
     assert "model Qwen/Qwen2.5-3B-not-cached is not in the local cache; run with network or set HF_HOME" in (
-        capsys.readouterr().err)
+        capsys.readouterr().err
+    )
     assert time.perf_counter() - t0 < 60
     assert not (tmp_path / "out" / "done.json").exists()
 
@@ -226,48 +273,62 @@ def test_unreadable_files_are_named(tmp_path):
 
 
 def test_trainer_checks_its_layout_before_loading_the_model(tmp_path):
-    """Constructed directly (a user's own run), the trainer refuses layouts that would drop
-    rows or checkpoint inside a step, before TRL touches the (here nonexistent) model."""
+    """Constructed directly (a user's own run), the trainer takes the step layout it is given
+    and refuses one that disagrees with its args or its sizer, or a checkpoint inside a step,
+    before TRL touches the (here nonexistent) model."""
     from datasets import Dataset
     from trl import GRPOConfig
 
     from sagc.controller import FixedGroupSize, SAGCConfig, SAGCController
+    from sagc.train.presets import resolve_algorithm, step_shapes
     from sagc.train.trainer import SAGCGRPOTrainer, SAGCTrainingArguments
 
     ds = Dataset.from_list([{"prompt": "p", "answer": "1"}])
-    common = dict(output_dir=str(tmp_path), use_cpu=True, bf16=False, report_to="none", num_generations=4,
-                  per_device_train_batch_size=4)
+    common = dict(
+        output_dir=str(tmp_path),
+        use_cpu=True,
+        bf16=False,
+        report_to="none",
+        num_generations=4,
+        per_device_train_batch_size=4,
+    )
 
-    def build(sizer, sagc_args, **kw):
+    def layout(algorithm, group_sizes):
+        return step_shapes(
+            resolve_algorithm({"name": algorithm}, 16),
+            group_sizes,
+            prompts_per_step=2,
+            rollout_budget=None,
+            gradient_accumulation_steps=1,
+        )
+
+    def build(sizer, shapes, **kw):
         args = GRPOConfig(**{**common, **kw})
-        return SAGCGRPOTrainer(model=str(tmp_path / "no-model"), reward_funcs=[], args=args, train_dataset=ds,
-                               group_sizer=sizer, sagc_args=sagc_args)
+        return SAGCGRPOTrainer(
+            model=str(tmp_path / "no-model"),
+            reward_funcs=[],
+            args=args,
+            train_dataset=ds,
+            group_sizer=sizer,
+            sagc_args=SAGCTrainingArguments(layout=shapes),
+        )
 
+    with pytest.raises(TypeError, match="sagc_args.layout must be the step layout .*got NoneType"):
+        SAGCTrainingArguments(layout=None)
     with pytest.raises(ValueError, match="needs args.max_steps > 0"):
-        build(FixedGroupSize(4), SAGCTrainingArguments(prompts_per_step=1))
+        build(FixedGroupSize(4), layout("grpo", (4,)))
+    # DAPO: two mini-batches per rollout, two updates per step
     with pytest.raises(ValueError, match=r"save_steps \(3\) must be a multiple of the updates per step \(2\)"):
-        build(FixedGroupSize(4), SAGCTrainingArguments(prompts_per_step=2), max_steps=4, save_steps=3,
-              steps_per_generation=2)
-    with pytest.raises(ValueError, match="a step at G=4 holds 4 rollouts, which cannot be split into "
-                                         "steps_per_generation = 8 equal micro-batches"):
-        build(SAGCController(SAGCConfig(candidates=(4, 8))), SAGCTrainingArguments(prompts_per_step=1),
-              max_steps=8, save_steps=8, steps_per_generation=8, per_device_train_batch_size=1)
-    with pytest.raises(ValueError, match=r"sagc_args.rollout_budget \(12\) must be divisible by every group size "
-                                         r"of the cell \(\[4, 8\]\); 8 does not divide it"):
-        build(SAGCController(SAGCConfig(candidates=(4, 8))),
-              SAGCTrainingArguments(prompts_per_step=None, rollout_budget=12), max_steps=2)
-    # A resolved layout (a pipeline cell's) must cover the sizer's G and match the args' split.
-    from sagc.train.presets import resolve_algorithm, step_shapes
-
-    layout = step_shapes(resolve_algorithm({"name": "grpo"}, 16), (4,), prompts_per_step=1, rollout_budget=None,
-                         gradient_accumulation_steps=1)
+        build(FixedGroupSize(4), layout("dapo", (4,)), max_steps=4, save_steps=3, steps_per_generation=2)
+    with pytest.raises(ValueError, match=r"max_steps \(3\) must be a multiple of the updates per step \(2\)"):
+        build(FixedGroupSize(4), layout("dapo", (4,)), max_steps=3, save_steps=2, steps_per_generation=2)
     with pytest.raises(ValueError, match=r"sagc_args.layout has no step at G = \[8\], which the group sizer"):
-        build(SAGCController(SAGCConfig(candidates=(4, 8))), SAGCTrainingArguments(prompts_per_step=1, layout=layout),
-              max_steps=2)
-    with pytest.raises(ValueError, match="sagc_args.layout splits a step into 1 micro-batches accumulated 1 at a "
-                                         "time; args say 2 and 1"):
-        build(FixedGroupSize(4), SAGCTrainingArguments(prompts_per_step=2, layout=layout), max_steps=2,
-              steps_per_generation=2)
+        build(SAGCController(SAGCConfig(candidates=(4, 8))), layout("grpo", (4,)), max_steps=2)
+    with pytest.raises(
+        ValueError,
+        match="sagc_args.layout splits a step into 1 micro-batches accumulated 1 at a time; args say 2 and 1",
+    ):
+        build(FixedGroupSize(4), layout("grpo", (4,)), max_steps=2, steps_per_generation=2)
 
 
 def test_stop_strings_reach_vllm_and_the_trimmer_but_not_hf_generate(cell):
@@ -279,19 +340,26 @@ def test_stop_strings_reach_vllm_and_the_trimmer_but_not_hf_generate(cell):
     # HF generate would need the tokenizer for stop strings (TRL does not pass it): the rows
     # are trimmed afterwards instead.
     assert generation_kwargs(cpu.train, cpu.device) is None
-    gpu = TrainConfig.from_dict(_with(stopped, "device", {"use_cpu": False, "bf16": True, "use_vllm": True}),
-                                check_vllm=False)
+    gpu = TrainConfig.from_dict(
+        _with(stopped, "device", {"use_cpu": False, "bf16": True, "use_vllm": True}), check_vllm=False
+    )
     assert generation_kwargs(gpu.train, gpu.device) == {"stop": ["\nUser:"]}  # vLLM SamplingParams
     with pytest.raises(ValueError, match="must not set stop/stop_strings: use train.stop"):
         TrainConfig.from_dict(_with(cell, "train.generation_kwargs", {"stop_strings": ["x"]}))
 
 
-@pytest.mark.parametrize("launch, device, expected", [
-    ({"strategy": "fsdp2"}, {}, "fsdp2 shares the model across processes"),
-    ({"strategy": "zero2", "processes_per_node": 2}, {}, "on CPU (device.use_cpu=true) accelerate ignores it"),
-    ({"strategy": "zero3", "processes_per_node": 2},
-     {"use_cpu": False, "bf16": True, "master_weights": "bf16_kahan"}, "set master_weights: fp32"),
-])
+@pytest.mark.parametrize(
+    "launch, device, expected",
+    [
+        ({"strategy": "fsdp2"}, {}, "fsdp2 shares the model across processes"),
+        ({"strategy": "zero2", "processes_per_node": 2}, {}, "on CPU (device.use_cpu=true) accelerate ignores it"),
+        (
+            {"strategy": "zero3", "processes_per_node": 2},
+            {"use_cpu": False, "bf16": True, "master_weights": "bf16_kahan"},
+            "set master_weights: fp32",
+        ),
+    ],
+)
 def test_a_hand_written_cell_gets_the_strategy_rules_too(cell, launch, device, expected):
     """A cell file run by hand (not only the pipeline's cells) is refused what no launch of
     it could run."""

@@ -65,12 +65,16 @@ def test_costs_match_recorded_lengths(algorithm, make_cell, train_world, tmp_pat
         else:
             n_calls = 1 + DS_MAX_ROUNDS  # see above: every round refills all P prompts
             assert (h["ds_rounds"], h["ds_dropped_groups"], h["ds_filled_groups"]) == (
-                DS_MAX_ROUNDS, prompts * n_calls, prompts)
+                DS_MAX_ROUNDS,
+                prompts * n_calls,
+                prompts,
+            )
         assert len(flat) == n_calls * rows
         calls = [flat[k * rows : (k + 1) * rows] for k in range(n_calls)]
         # The step's recorded calls, one by one, against the trace's chunks.
-        assert h["calls"] == [{"rows": rows, "longest": max(c), "tokens": sum(c), "prompt_padding": 0}
-                              for c in calls]  # prompt_padding 0: every prompt has the same length
+        assert h["calls"] == [
+            {"rows": rows, "longest": max(c), "tokens": sum(c), "prompt_padding": 0} for c in calls
+        ]  # prompt_padding 0: every prompt has the same length
         # The step's costs: summed over all its calls.
         assert h["generate_calls"] == n_calls
         assert h["decode_steps"] == sum(max(c) for c in calls)

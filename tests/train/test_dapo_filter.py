@@ -53,9 +53,17 @@ def test_dapo_keeps_only_groups_of_mixed_accuracy_and_counts_the_disagreement(ma
         return [next(fresh) / 1000 for _ in completions]
 
     seed, p, g, max_rounds = 5, 4, 4, 2
-    cfg = make_cell(tmp_path / "run", algorithm="dapo", sizing=f"g{g}", steps=3, prompts=p, save_steps=100,
-                    wandb_mode="disabled", seed=seed,
-                    algo_overrides={"overlong_weight": 0.0, "ds_max_rounds": max_rounds})
+    cfg = make_cell(
+        tmp_path / "run",
+        algorithm="dapo",
+        sizing=f"g{g}",
+        steps=3,
+        prompts=p,
+        save_steps=100,
+        wandb_mode="disabled",
+        seed=seed,
+        algo_overrides={"overlong_weight": 0.0, "ds_max_rounds": max_rounds},
+    )
     trainer = _build(cfg, reward_funcs=[_accuracy_by_id(itertools.count()), noise], reward_weights=[1.0, 0.1])
     trainer.train()
 

@@ -27,23 +27,44 @@ PROBE = Path(__file__).with_name("rank_probe.py")
 PORTS = iter(range(29611, 29700))
 
 
-def launch(cell: dict, tmp: Path, name: str, *extra: str, processes: int = 2) -> tuple[subprocess.CompletedProcess, list]:
+def launch(
+    cell: dict, tmp: Path, name: str, *extra: str, processes: int = 2
+) -> tuple[subprocess.CompletedProcess, list]:
     """Train ``cell`` on ``processes`` ranks; return the launcher's result and each rank's record."""
     path = tmp / f"{name}.json"
     path.write_text(json.dumps({**cell, "launch": {"processes_per_node": processes}}))
     probe_out = tmp / f"{name}-probe"
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""),
-           "OMP_NUM_THREADS": "1", "TORCH_ELASTIC_SHUTDOWN_TIMEOUT": "300"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        "OMP_NUM_THREADS": "1",
+        "TORCH_ELASTIC_SHUTDOWN_TIMEOUT": "300",
+    }
     env.pop("WANDB_SERVICE", None)
     if processes == 1:
         cmd = [sys.executable, str(PROBE)]
     else:
-        cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes",
-               str(processes), "--num_machines", "1", "--main_process_port", str(next(PORTS)), str(PROBE)]
-    done = subprocess.run([*cmd, str(path), str(probe_out), *extra], cwd=tmp, env=env, capture_output=True,
-                          text=True, timeout=600)
-    ranks = [json.loads((probe_out / f"rank{r}.json").read_text()) for r in range(processes)
-             if (probe_out / f"rank{r}.json").is_file()]
+        cmd = [
+            sys.executable,
+            "-m",
+            "accelerate.commands.launch",
+            "--multi_gpu",
+            "--num_processes",
+            str(processes),
+            "--num_machines",
+            "1",
+            "--main_process_port",
+            str(next(PORTS)),
+            str(PROBE),
+        ]
+    done = subprocess.run(
+        [*cmd, str(path), str(probe_out), *extra], cwd=tmp, env=env, capture_output=True, text=True, timeout=600
+    )
+    ranks = [
+        json.loads((probe_out / f"rank{r}.json").read_text())
+        for r in range(processes)
+        if (probe_out / f"rank{r}.json").is_file()
+    ]
     return done, ranks
 
 
@@ -67,8 +88,12 @@ def recomputed_costs(ranks: list[dict], step: int) -> dict:
         decode += max(completion)
         padded += len(completion) * max(completion)
         prompt_padding += sum(max(prompt) - n for n in prompt)
-    return {"decode_steps": decode, "padded_tokens": padded, "prompt_padding": prompt_padding,
-            "generate_calls": len(calls[0])}
+    return {
+        "decode_steps": decode,
+        "padded_tokens": padded,
+        "prompt_padding": prompt_padding,
+        "generate_calls": len(calls[0]),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -77,10 +102,11 @@ def grpo_runs(train_world, tmp_path_factory):
     from .conftest import cell_dict
 
     tmp = tmp_path_factory.mktemp("dist_grpo")
-    cells = {n: cell_dict(train_world, tmp / f"p{n}", algorithm="grpo", steps=4, prompts=4, save_steps=2)
-             for n in (1, 2)}
+    cells = {
+        n: cell_dict(train_world, tmp / f"p{n}", algorithm="grpo", steps=4, prompts=4, save_steps=2) for n in (1, 2)
+    }
     results = {n: launch(cells[n], tmp, f"p{n}", processes=n) for n in (1, 2)}
-    for n, (res, _) in results.items():
+    for res, _ in results.values():
         assert res.returncode == 0, res.stderr[-4000:]
     return cells, results
 
@@ -102,9 +128,9 @@ def test_two_ranks_take_one_step_together(grpo_runs):
         rows = [[rnd["ids"] for rnd in r["rounds"] if rnd["step"] == step] for r in ranks]
         assert all(len(x) == 1 for x in rows)
         g = done["group_sizes"][step - 1]
-        groups = [x[0][i:i + g] for x in rows for i in range(0, len(x[0]), g)]
+        groups = [x[0][i : i + g] for x in rows for i in range(0, len(x[0]), g)]
         assert all(len(set(grp)) == 1 for grp in groups), "a group was split across ranks"
-        by_rank = [[grp[0] for grp in groups[:len(groups) // 2]], [grp[0] for grp in groups[len(groups) // 2:]]]
+        by_rank = [[grp[0] for grp in groups[: len(groups) // 2]], [grp[0] for grp in groups[len(groups) // 2 :]]]
         assert not set(by_rank[0]) & set(by_rank[1])
         assert by_rank[0] + by_rank[1] == prompts
     assert [step["prompts"] for step in trace(cells[2])] == one_process
@@ -141,8 +167,7 @@ def dapo_cell(train_world, tmp_path_factory):
     from .conftest import cell_dict
 
     tmp = tmp_path_factory.mktemp("dist_dapo")
-    return tmp, lambda name: cell_dict(train_world, tmp / name, algorithm="dapo", steps=5, prompts=4,
-                                       save_steps=1)
+    return tmp, lambda name: cell_dict(train_world, tmp / name, algorithm="dapo", steps=5, prompts=4, save_steps=1)
 
 
 @pytest.fixture(scope="module")
@@ -175,7 +200,8 @@ def test_two_rank_dapo_agrees_on_every_refill_round(dapo_uninterrupted):
         assert ids == step["prompts"]
     for h in done["history"]:
         assert {k: h[k] for k in ("decode_steps", "padded_tokens")} == {
-            k: v for k, v in recomputed_costs(ranks, h["step"]).items() if k in ("decode_steps", "padded_tokens")}
+            k: v for k, v in recomputed_costs(ranks, h["step"]).items() if k in ("decode_steps", "padded_tokens")
+        }
     assert ranks[0]["weights_sha256"] == ranks[1]["weights_sha256"]
 
 
@@ -207,8 +233,11 @@ def test_sigterm_checkpoints_at_the_step_boundary_and_the_rerun_matches(dapo_cel
     assert [r["exit"] for r in ranks] == [PREEMPTED_EXIT, PREEMPTED_EXIT], termed.stderr[-3000:]
     assert not (out / "done.json").exists()
     # The step that was running when the signal came finished and was checkpointed whole.
-    state = json.loads(max((out / "checkpoints").glob("checkpoint-*"),
-                           key=lambda p: int(p.name.split("-")[1])).joinpath("sagc_state.json").read_text())
+    state = json.loads(
+        max((out / "checkpoints").glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
+        .joinpath("sagc_state.json")
+        .read_text()
+    )
     stopped_at = state["step"]
     assert stopped_at in (2, 3) and len(state["steps"]) == stopped_at
     resumed, _ = launch(cell, tmp, "termed")
@@ -226,8 +255,13 @@ def test_a_job_started_with_the_wrong_number_of_processes_is_refused(train_world
     path = tmp_path / "c.json"
     path.write_text(json.dumps({**cell, "launch": {"processes_per_node": 2}}))
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    res = subprocess.run([sys.executable, "-m", "sagc.train", "--config", str(path)], env=env,
-                         capture_output=True, text=True, timeout=300)
+    res = subprocess.run(
+        [sys.executable, "-m", "sagc.train", "--config", str(path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert res.returncode == 2
     assert "laid out for 2 processes" in res.stderr and "accelerate launch --num_processes 2" in res.stderr
 
@@ -252,7 +286,8 @@ def test_the_signal_handler_asks_for_a_stop_and_nothing_more(tmp_path):
         "    assert t.stop_signal == signal.SIGTERM\n"
         "print('asked', flush=True)\n"
         "os.kill(os.getpid(), signal.SIGTERM); time.sleep(5)\n"
-        "print('survived')\n")
+        "print('survived')\n"
+    )
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     res = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=60)
     assert res.stdout.strip() == "asked", res.stderr

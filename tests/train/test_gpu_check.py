@@ -22,12 +22,25 @@ STEPS, PROMPTS, MAX_COMPLETION = 2, 2, 16
 
 
 def _check(out: Path, *extra: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "OMP_NUM_THREADS": "1", "WANDB_MODE": "offline",
-           "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-           "WANDB_X_DISABLE_STATS": "true"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO / "src"),
+        "OMP_NUM_THREADS": "1",
+        "WANDB_MODE": "offline",
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "WANDB_X_DISABLE_STATS": "true",
+    }
     env.pop("WANDB_SERVICE", None)
-    return subprocess.run([sys.executable, str(SCRIPT), "--tiny", "--out", str(out), *extra], env=env,
-                          capture_output=True, text=True, timeout=600, cwd=REPO)
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), "--tiny", "--out", str(out), *extra],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=REPO,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -110,12 +123,17 @@ def test_the_layout_and_estimate_are_the_ones_the_cell_config_resolves(tiny_run,
     cfg = TrainConfig.from_dict(cell, check_vllm=False)
     algo, shapes = cfg.resolved.algorithm, cfg.resolved.layout
     lay = r["layout"]
-    assert lay["gradient_accumulation_steps"] == cell["train"]["gradient_accumulation_steps"] \
+    assert (
+        lay["gradient_accumulation_steps"]
+        == cell["train"]["gradient_accumulation_steps"]
         == shapes.gradient_accumulation_steps
+    )
     assert lay["steps_per_generation"] == shapes.steps_per_generation
     assert lay["per_device_train_batch_size"] == shapes.max_micro_batch
-    assert lay["by_group_size"] == {str(g): {"prompts": s.prompts, "rollouts": s.rollouts, "micro_batch": s.micro_batch}
-                                    for g, s in shapes.shapes.items()}
+    assert lay["by_group_size"] == {
+        str(g): {"prompts": s.prompts, "rollouts": s.rollouts, "micro_batch": s.micro_batch}
+        for g, s in shapes.shapes.items()
+    }
     # what the trainer got is that layout
     assert r["trainer_args"]["per_device_train_batch_size"] == shapes.max_micro_batch
     assert r["trainer_args"]["gradient_accumulation_steps"] == shapes.gradient_accumulation_steps
@@ -126,8 +144,9 @@ def test_the_layout_and_estimate_are_the_ones_the_cell_config_resolves(tiny_run,
     sized = cell_estimate(config, "qwen2.5-3b", algo, shapes.max_micro_batch)
     assert sized.fits and m["estimate_with_vllm_share_gib"] == pytest.approx(sized.total / GIB, abs=1e-3)
     no_vllm = {**config, "device": {**config["device"], "use_vllm": False}}
-    assert m["estimate_gib"] == pytest.approx(cell_estimate(no_vllm, "qwen2.5-3b", algo, shapes.max_micro_batch).total
-                                              / GIB, abs=1e-3)
+    assert m["estimate_gib"] == pytest.approx(
+        cell_estimate(no_vllm, "qwen2.5-3b", algo, shapes.max_micro_batch).total / GIB, abs=1e-3
+    )
     assert m["estimate_gib"] < m["estimate_with_vllm_share_gib"]
     assert 0 < m["estimate_this_model_gib"] < m["estimate_gib"]  # the tiny model is not the full-size one
     assert m["peak_allocated_gib"] is None and "not measured" in m["measured"] and m["max_rss_gib"] > 0

@@ -24,8 +24,14 @@ REPO = Path(__file__).resolve().parents[2]
 def tiny_report(tmp_path_factory):
     out = tmp_path_factory.mktemp("gpu_memory_check")
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, str(REPO / "benchmarks/gpu_memory_check.py"), "--tiny", "--out", str(out)],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks/gpu_memory_check.py"), "--tiny", "--out", str(out)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     report = json.loads((out / "gpu_memory_check.json").read_text())
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == report
@@ -38,8 +44,15 @@ def test_the_tiny_run_measures_both_models_and_splits_passes_exactly(tiny_report
     assert set(r["models"]) == set(PAPER_MODEL_CONFIGS)
     for hub_id, m in r["models"].items():
         assert m["params"] == m["params_by_estimator"] > 0, hub_id
-        assert set(m) >= {"runtime_gib", "fragmentation_gib", "reducer", "gradients", "loss_pass", "scoring",
-                          "after_step"}
+        assert set(m) >= {
+            "runtime_gib",
+            "fragmentation_gib",
+            "reducer",
+            "gradients",
+            "loss_pass",
+            "scoring",
+            "after_step",
+        }
         assert set(m["reducer"]) == {"bucket_view_off_gib", "bucket_view_on_gib", "planned_gib"}
         assert m["loss_pass"]["activation_factor"] is None  # no device memory to measure on CPU
         assert m["loss_pass"]["planned_activations_gib"] is not None

@@ -36,8 +36,7 @@ def paper_world(tmp_path_factory):
 
     torch.set_num_threads(1)
     root = tmp_path_factory.mktemp("paper_world")
-    rows = [{"prompt": render_prompt(f"What is {a} + {b}?"), "answer": str(a + b)}
-            for a in range(4) for b in range(4)]
+    rows = [{"prompt": render_prompt(f"What is {a} + {b}?"), "answer": str(a + b)} for a in range(4) for b in range(4)]
     data = root / "train.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     tok = train_tokenizer([r["prompt"] + f" so \\boxed{{{r['answer']}}}{STOP} next" for r in rows], vocab_size=400)
@@ -50,8 +49,9 @@ def paper_world(tmp_path_factory):
     return {"data": data, "tokenizer": tok, "models": models}
 
 
-def paper_cell(world: dict, tmp_path: Path, model: str, algorithm: str, sizing: str, card: str,
-               **train: object) -> dict:
+def paper_cell(
+    world: dict, tmp_path: Path, model: str, algorithm: str, sizing: str, card: str, **train: object
+) -> dict:
     """A paper cell as the pipeline resolves it for ``card``, pointed at the tiny world and
     sized for CPU: CPU instead of the GPU, HF generate instead of vLLM, 1 short step."""
     config = yaml.safe_load((REPO / "configs/paper.yaml").read_text())
@@ -67,8 +67,14 @@ def paper_cell(world: dict, tmp_path: Path, model: str, algorithm: str, sizing: 
     cell["model"]["revision"] = None
     cell["data"]["train"] = str(world["data"])
     cell["device"].update(use_cpu=True, use_vllm=False)  # bf16, precision, checkpointing: as the paper
-    cell["train"].update(steps=1, prompts_per_step=2, max_completion_length=MAX_COMPLETION,
-                         gradient_accumulation_steps=2, torch_threads=1, **train)
+    cell["train"].update(
+        steps=1,
+        prompts_per_step=2,
+        max_completion_length=MAX_COMPLETION,
+        gradient_accumulation_steps=2,
+        torch_threads=1,
+        **train,
+    )
     cell["wandb"]["mode"] = "disabled"
     cell["output_dir"] = str(tmp_path / "out")
     del cell["resolved"]  # edited by hand: resolved again when loaded
@@ -86,9 +92,11 @@ def test_trim_cuts_before_the_stop_string_and_ends_with_eos(paper_world):
         return tok.decode(ids, skip_special_tokens=True)
 
     answered = "Add them: 2 + 3 = 5, so \\boxed{5}"
-    rows = [tok.encode(answered + STOP + " What is 7 + 1?\nAssistant: 8"),  # runs on: cut
-            tok.encode(answered) + [eos],                                   # finished: as is
-            tok.encode("no stop here and no end")]                          # truncated: as is
+    rows = [
+        tok.encode(answered + STOP + " What is 7 + 1?\nAssistant: 8"),  # runs on: cut
+        tok.encode(answered) + [eos],  # finished: as is
+        tok.encode("no stop here and no end"),
+    ]  # truncated: as is
     logprobs = [[-0.5] * len(r) for r in rows]
     ids, lps, n_cut = trim_at_stop(rows, logprobs, [STOP], decode, eos)
     assert n_cut == 1
@@ -115,8 +123,16 @@ def test_training_rollouts_stop_at_the_stop_string_and_count_as_finished(paper_w
 
     results = {}
     for stop in ([STOP], []):
-        cell = paper_cell(paper_world, tmp_path / str(bool(stop)), "qwen2.5-3b", "grpo", "g4", "141GB",
-                          stop=stop, generation_kwargs={"sequence_bias": _stop_bias(paper_world["tokenizer"])})
+        cell = paper_cell(
+            paper_world,
+            tmp_path / str(bool(stop)),
+            "qwen2.5-3b",
+            "grpo",
+            "g4",
+            "141GB",
+            stop=stop,
+            generation_kwargs={"sequence_bias": _stop_bias(paper_world["tokenizer"])},
+        )
         trainer = build_trainer(TrainConfig.from_dict(cell, check_vllm=False))
         trainer.train()
         results[bool(stop)] = trainer.steps[0].row(), trainer.steps[0].lengths
@@ -146,8 +162,16 @@ def test_training_rollouts_end_at_a_chat_end_token_and_count_as_finished(paper_w
     assert "<|im_end|>" in paper_stops
     results = {}
     for name, stop in (("paper", paper_stops), ("text only", [STOP])):
-        cell = paper_cell(paper_world, tmp_path / name.replace(" ", "-"), "qwen2.5-3b", "grpo", "g4", "141GB",
-                          stop=stop, generation_kwargs={"sequence_bias": [[[im_end], 4.0]]})
+        cell = paper_cell(
+            paper_world,
+            tmp_path / name.replace(" ", "-"),
+            "qwen2.5-3b",
+            "grpo",
+            "g4",
+            "141GB",
+            stop=stop,
+            generation_kwargs={"sequence_bias": [[[im_end], 4.0]]},
+        )
         trainer = build_trainer(TrainConfig.from_dict(cell, check_vllm=False))
         seen = []
         generate = trainer._generate
@@ -181,8 +205,9 @@ def test_training_rollouts_end_at_a_chat_end_token_and_count_as_finished(paper_w
     ("qwen2.5-3b", "grpo", "sagc", "141GB"),
     ("llama-3.2-3b", "dapo", "g4", "80GB"),
 ])  # fmt: skip
-def test_real_architectures_train_through_the_paper_path_with_bf16(paper_world, tmp_path, model, algorithm,
-                                                                     sizing, card):
+def test_real_architectures_train_through_the_paper_path_with_bf16(
+    paper_world, tmp_path, model, algorithm, sizing, card
+):
     from sagc.train.config import TrainConfig
     from sagc.train.precision import CompensatedAdamW
     from sagc.train.run import build_trainer

@@ -32,13 +32,26 @@ def srun_kill_on_bad_exit(cell_file: Path, tmp: Path, port: int) -> dict[int, in
     status of each rank (-9: killed)."""
     procs = {}
     for rank in (0, 1):
-        env = {**os.environ, "RANK": str(rank), "LOCAL_RANK": "0", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "1",
-               "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "OMP_NUM_THREADS": "1",
-               "PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
+        env = {
+            **os.environ,
+            "RANK": str(rank),
+            "LOCAL_RANK": "0",
+            "WORLD_SIZE": "2",
+            "LOCAL_WORLD_SIZE": "1",
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port),
+            "OMP_NUM_THREADS": "1",
+            "PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        }
         env.pop("WANDB_SERVICE", None)
         log = open(tmp / f"rank{rank}.log", "w")
-        procs[rank] = subprocess.Popen([sys.executable, str(PROBE), str(cell_file), "1", str(SLOW_S)],
-                                       cwd=tmp, env=env, stdout=log, stderr=subprocess.STDOUT)
+        procs[rank] = subprocess.Popen(
+            [sys.executable, str(PROBE), str(cell_file), "1", str(SLOW_S)],
+            cwd=tmp,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
         codes = {r: p.poll() for r, p in procs.items()}

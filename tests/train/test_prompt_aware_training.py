@@ -19,8 +19,12 @@ def _prompt_cell(world, out, tmp_path, sizing, steps, n_prompts=8):
     data.write_text("".join(world["data"].read_text().splitlines(keepends=True)[:n_prompts]))
     cfg = cell_dict({**world, "data": data}, out, sizing=sizing, steps=steps, save_steps=4)
     sagc = cfg["sizing"].pop("sagc")
-    cfg["sizing"]["sagc_prompt"] = {**sagc, "eta": 2.0, "long_fraction": 0.25,
-                                    **({"group_size": 8} if sizing.endswith("-g8") else {})}
+    cfg["sizing"]["sagc_prompt"] = {
+        **sagc,
+        "eta": 2.0,
+        "long_fraction": 0.25,
+        **({"group_size": 8} if sizing.endswith("-g8") else {}),
+    }
     cfg["wandb"]["mode"] = "disabled"
     return cfg
 
@@ -85,7 +89,9 @@ def test_killed_tail_batched_run_resumes_exactly(train_world, tmp_path):
     assert got["resumed_from"].endswith("checkpoint-4")
     for key in ("group_size", "straggler", "long_round", "length_max", "reward_mean"):
         assert [h[key] for h in got["history"]] == [h[key] for h in want["history"]], key
-    traces = [[(t.prompts, t.long_round, [g.tolist() for g in t.lengths]) for t in read_trace(d / "lengths.jsonl")]
-              for d in (tmp_path / "ref", tmp_path / "cut")]
+    traces = [
+        [(t.prompts, t.long_round, [g.tolist() for g in t.lengths]) for t in read_trace(d / "lengths.jsonl")]
+        for d in (tmp_path / "ref", tmp_path / "cut")
+    ]
     assert traces[0] == traces[1]
     assert any(t[1] for t in traces[0][4:])  # a long round after the resume point

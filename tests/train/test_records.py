@@ -11,7 +11,6 @@ from sagc.controller import SAGCConfig, SAGCController
 from sagc.trace import read_trace, write_trace
 from sagc.train.records import GenerateCall, StepInProgress, StepResult
 
-
 #: A DAPO step at G=4, P=2 with two refill rounds: round 1 draws two prompts (the second
 #: group's rewards are all equal: dropped), round 2 two fresh ones (both dropped), round 3
 #: the one prompt still missing. Per round: the prompt token ids of its groups and the
@@ -36,14 +35,29 @@ def _finished_step(dynamic_sampling=True) -> StepResult:
     g = sizer.next_group_size()
     assert g == G
     truncated = [n == 40 for group in lengths for n in group]  # the row at the cap of 40
-    cur = StepInProgress(step=1, group_size=g, length_groups=lengths, truncated=truncated,
-                         rewards=[torch.tensor([1.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0]),
-                                  torch.tensor([1.0, 1.0, 1.0, 1.0, 0.0, float("nan"), 0.0, 0.0]),
-                                  torch.tensor([0.0, 1.1, 0.0, 0.5])],
-                         gen_seconds=0.5, calls=[_call(*r) for r in ROUNDS],
-                         train_padded_tokens=400, ds_rounds=2, ds_dropped=3, ds_filled=0, ds_seconds=0.2,
-                         n_prompts=2, n_rollouts=8, record=sizer.observe(lengths),
-                         update_losses=[0.5, 0.25], trl_metrics=[{"kl": 0.1}, {"kl": 0.3, "clip": 0.0}])
+    cur = StepInProgress(
+        step=1,
+        group_size=g,
+        length_groups=lengths,
+        truncated=truncated,
+        rewards=[
+            torch.tensor([1.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0]),
+            torch.tensor([1.0, 1.0, 1.0, 1.0, 0.0, float("nan"), 0.0, 0.0]),
+            torch.tensor([0.0, 1.1, 0.0, 0.5]),
+        ],
+        gen_seconds=0.5,
+        calls=[_call(*r) for r in ROUNDS],
+        train_padded_tokens=400,
+        ds_rounds=2,
+        ds_dropped=3,
+        ds_filled=0,
+        ds_seconds=0.2,
+        n_prompts=2,
+        n_rollouts=8,
+        record=sizer.observe(lengths),
+        update_losses=[0.5, 0.25],
+        trl_metrics=[{"kl": 0.1}, {"kl": 0.3, "clip": 0.0}],
+    )
     return cur.finish(step_s=1.0, cpu_s=0.9, wallclock_s=3.0, cpu_total_s=2.5, dynamic_sampling=dynamic_sampling)
 
 
@@ -94,7 +108,11 @@ def test_history_entry_agrees_with_the_row():
     r = _finished_step()
     row, h = r.row(), r.history_entry()
     assert (h["reward_mean"], h["length_max"], h["length_median"], h["loss"]) == (
-        row[M.REWARD_MEAN], row[M.LENGTH_MAX], row[M.LENGTH_MEDIAN], row[M.LOSS])
+        row[M.REWARD_MEAN],
+        row[M.LENGTH_MAX],
+        row[M.LENGTH_MEDIAN],
+        row[M.LOSS],
+    )
     assert h["straggler"] == bool(row[M.STRAGGLER]) and h["decode_steps"] == row[M.COST["decode_steps"]]
     assert h["calls"] == [c.to_dict() for c in r.calls]
 

@@ -13,15 +13,19 @@ import yaml
 from sagc.pipeline.cells import train_cell_config
 from sagc.pipeline.config import prepare
 from sagc.pipeline.grid import Cell, Grid
-from sagc.train import resolve, stops, trainer as trainer_module
+from sagc.train import config as train_config
+from sagc.train import stops
+from sagc.train import trainer as trainer_module
 from sagc.train.config import TrainConfig
 
 REPO = Path(__file__).resolve().parents[2]
 IM_END = "<|im_end|>"
 
 
-def pipeline_cell(cell: Cell = Cell("tiny-qwen2", "dapo", "sagc", 2)) -> dict:
-    """A default-grid cell as the train job reads it (through JSON, as Snakemake's params)."""
+def pipeline_cell(cell: Cell | None = None) -> dict:
+    """A default-grid cell as the train job reads it (through JSON, as Snakemake's params);
+    tiny-qwen2/dapo/sagc/seed2 unless ``cell`` says otherwise."""
+    cell = cell or Cell("tiny-qwen2", "dapo", "sagc", 2)
     config = prepare(yaml.safe_load((REPO / "configs/default.yaml").read_text()), "configs/default.yaml")
     return json.loads(json.dumps(train_cell_config(config, Grid.from_config(config), cell), sort_keys=True))
 
@@ -35,11 +39,18 @@ def test_cell_json_holds_the_preset_and_the_layout_at_every_g():
     algo = resolved["algorithm"]
     # DAPO's preset, nothing left to a library default: the overlong buffer is 20 % of the 160-token cap
     assert (algo["loss_type"], algo["epsilon_high"], algo["minibatches"], algo["overlong_buffer"]) == (
-        "dapo", 0.28, 2, 32)
+        "dapo",
+        0.28,
+        2,
+        32,
+    )
     layout = resolved["layout"]
     # P = 2 prompts at every G, split into DAPO's 2 mini-batches: 2 optimizer updates a step
     assert {g: (s["prompts"], s["rollouts"], s["micro_batch"]) for g, s in layout["shapes"].items()} == {
-        "4": (2, 8, 4), "8": (2, 16, 8), "16": (2, 32, 16)}
+        "4": (2, 8, 4),
+        "8": (2, 16, 8),
+        "16": (2, 32, 16),
+    }
     assert (layout["steps_per_generation"], layout["updates_per_rollout"]) == (2, 2)
     assert resolved["stops"] is None  # added by the train job from the stop_tokens rule
     assert resolved["memory"] is None  # CPU: no card to plan for
@@ -47,8 +58,8 @@ def test_cell_json_holds_the_preset_and_the_layout_at_every_g():
 
 def test_the_job_reads_the_resolution_and_derives_nothing(monkeypatch):
     cell = pipeline_cell()
-    monkeypatch.setattr(resolve, "resolve_algorithm", _refuse)
-    monkeypatch.setattr(resolve, "step_shapes", _refuse)
+    monkeypatch.setattr(train_config, "resolve_algorithm", _refuse)
+    monkeypatch.setattr(train_config, "step_shapes", _refuse)
     cfg = TrainConfig.from_dict(cell)
     assert cfg.resolved.layout.shapes[16].micro_batch == 16 and cfg.resolved.algorithm.name == "dapo"
     assert json.loads(json.dumps(cfg.to_dict()["resolved"], sort_keys=True)) == cell["resolved"]  # as it was
@@ -105,7 +116,9 @@ def test_the_stop_tokens_job_splits_the_stops_by_the_tokenizer(train_world, tmp_
 
     im_end = load_tokenizer(train_world["model"]).convert_tokens_to_ids(IM_END)
     assert _stops_file(train_world, tmp_path, [IM_END, "\nUser:"]) == {
-        "token_ids": {IM_END: im_end}, "texts": ["\nUser:"]}
+        "token_ids": {IM_END: im_end},
+        "texts": ["\nUser:"],
+    }
     assert _stops_file(train_world, tmp_path, []) == {"token_ids": {}, "texts": []}
 
 
@@ -124,9 +137,7 @@ def test_the_trainer_reads_the_resolved_layout_and_stops(make_cell, train_world,
     for name, how in (("tokenizer's", split), ("all as text", {"token_ids": {}, "texts": stop})):
         resolved["resolved"]["stops"] = how
         cfg = TrainConfig.from_dict(resolved)
-        with monkeypatch.context() as m:  # the trainer derives neither the layout nor the stops
-            m.setattr(trainer_module, "lay_out", _refuse)
-            m.setattr(trainer_module, "updates_per_rollout", _refuse)
+        with monkeypatch.context() as m:  # the trainer does not split the stops again
             m.setattr(trainer_module, "split_stops", _refuse)
             built[name] = trainer = build_trainer(cfg)
         assert trainer.prompts_at == {g: s.prompts for g, s in cfg.resolved.layout.shapes.items()}

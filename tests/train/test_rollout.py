@@ -18,8 +18,10 @@ def test_altered_fraction_counts_masked_tokens_or_rows_and_truncated_tokens():
     scored = {"importance_sampling_ratio": token_ratio, "completion_mask": mask}
     # token_mask: 2 of the 5 completion tokens were zeroed (padding ignored).
     assert importance_sampling_altered_frac(scored, "token_mask", 3.0) == pytest.approx(2 / 5)
-    capped = {"importance_sampling_ratio": torch.tensor([[1.0, 3.0, 1.2, 0.0], [3.0, 0.9, 0.0, 0.0]]),
-              "completion_mask": mask}
+    capped = {
+        "importance_sampling_ratio": torch.tensor([[1.0, 3.0, 1.2, 0.0], [3.0, 0.9, 0.0, 0.0]]),
+        "completion_mask": mask,
+    }
     assert importance_sampling_altered_frac(capped, "token_truncate", 3.0) == pytest.approx(2 / 5)
     rows = {"importance_sampling_ratio": torch.tensor([[0.0], [1.1], [0.0], [0.7]]), "completion_mask": mask}
     assert importance_sampling_altered_frac(rows, "sequence_mask", 3.0) == pytest.approx(0.5)
@@ -29,9 +31,12 @@ def test_altered_fraction_counts_masked_tokens_or_rows_and_truncated_tokens():
 def test_weight_sync_happens_once_per_update_and_is_timed():
     calls = []
     trainer = SimpleNamespace(
-        use_vllm=True, _last_loaded_step=-1, state=SimpleNamespace(global_step=0),
+        use_vllm=True,
+        _last_loaded_step=-1,
+        state=SimpleNamespace(global_step=0),
         vllm_generation=SimpleNamespace(mode="colocate", sync_weights=lambda: calls.append(1)),
-        model=SimpleNamespace(training=True), _metrics={"train": defaultdict(list), "eval": defaultdict(list)},
+        model=SimpleNamespace(training=True),
+        _metrics={"train": defaultdict(list), "eval": defaultdict(list)},
     )
     first = timed_weight_sync(trainer)
     # A dynamic-sampling round in the same update: no second copy, nothing to subtract.
@@ -60,8 +65,12 @@ def test_in_sleep_mode_a_refill_round_pushes_the_weights_again_outside_the_rollo
 
     gen.sync_weights = sync
     trainer = SimpleNamespace(
-        use_vllm=True, _last_loaded_step=-1, state=SimpleNamespace(global_step=0), vllm_generation=gen,
-        model=SimpleNamespace(training=True), _metrics={"train": defaultdict(list), "eval": defaultdict(list)},
+        use_vllm=True,
+        _last_loaded_step=-1,
+        state=SimpleNamespace(global_step=0),
+        vllm_generation=gen,
+        model=SimpleNamespace(training=True),
+        _metrics={"train": defaultdict(list), "eval": defaultdict(list)},
     )
     for round_ in range(3):  # the first round and two refills of one update
         timed_weight_sync(trainer)
@@ -99,5 +108,6 @@ def test_kv_peak_is_the_most_blocks_a_lockstep_decode_holds(seed, prefix_caching
     rows = [p for p in prompts for _ in range(group)]
     lengths = [rng.randint(1, 60) for _ in rows]
     block = rng.choice([1, 4, 16])
-    assert kv_peak_tokens(rows, lengths, block, prefix_caching) == _decode_block_peak(rows, lengths, block,
-                                                                                       prefix_caching)
+    assert kv_peak_tokens(rows, lengths, block, prefix_caching) == _decode_block_peak(
+        rows, lengths, block, prefix_caching
+    )

@@ -34,13 +34,15 @@ def _scoring_chunks(make_cell, out, cap):
 
     cfg = make_cell(out, algorithm="grpo", sizing="g8", steps=1, save_steps=100, wandb_mode="disabled")
     cfg["train"]["micro_batch_rows"] = cap
-    trainer = build_trainer(TrainConfig.from_dict(cfg), trainer_cls=Recording, reward_funcs=[_length_reward],
-                            reward_weights=[1.0])
+    trainer = build_trainer(
+        TrainConfig.from_dict(cfg), trainer_cls=Recording, reward_funcs=[_length_reward], reward_weights=[1.0]
+    )
 
     def hook(name):
         def record(module, args, kwargs):
             if not torch.is_grad_enabled():
                 chunks[name].append(int(kwargs["input_ids"].shape[0]))
+
         return record
 
     trainer.ref_model.register_forward_pre_hook(hook("reference"), with_kwargs=True)
@@ -51,7 +53,7 @@ def _scoring_chunks(make_cell, out, cap):
 def test_scoring_passes_run_in_chunks_of_the_loss_passs_rows(make_cell, tmp_path):
     trainer, chunks, ref_chunked = _scoring_chunks(make_cell, tmp_path / "cap3", 3)
     whole = trainer.args.per_device_train_batch_size
-    assert whole == 16 and trainer.sagc_args.micro_batch_rows == 3
+    assert whole == 16 and trainer.sagc_args.layout.micro_batch_rows == 3
     # the step's 16 rows scored against the reference in chunks of at most 3 (3+3+3+3+3+1)
     assert chunks["reference"] == [3, 3, 3, 3, 3, 1]
     _, unchunked, ref_whole = _scoring_chunks(make_cell, tmp_path / "uncapped", None)

@@ -13,7 +13,7 @@ from accelerate import Accelerator
 
 from sagc.pipeline import launch
 from sagc.pipeline.config import ConfigError, prepare
-from sagc.train.trainer import held_gradient_sync
+from sagc.train.loss_passes import held_gradient_sync
 
 REPO = Path(__file__).resolve().parents[2]
 

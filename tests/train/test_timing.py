@@ -33,8 +33,16 @@ def straggling_ranks(train_world, tmp_path_factory):
     from .conftest import cell_dict
 
     tmp = tmp_path_factory.mktemp("timing")
-    cell = cell_dict(train_world, tmp / "run", algorithm="dapo", sizing="g4", steps=1, prompts=4, save_steps=100,
-                     algo_overrides={"ds_max_rounds": 1})
+    cell = cell_dict(
+        train_world,
+        tmp / "run",
+        algorithm="dapo",
+        sizing="g4",
+        steps=1,
+        prompts=4,
+        save_steps=100,
+        algo_overrides={"ds_max_rounds": 1},
+    )
     res, ranks = launch(cell, tmp, "slow", "--slow", f"0:1:{SLOW}", "--slow", f"1:2:{SLOW}")
     assert res.returncode == 0, res.stderr[-4000:]
     (row,) = read_offline_history(run_files(tmp / "run")[0])
@@ -86,8 +94,16 @@ def test_refill_rounds_weight_pushes_are_logged_apart(make_cell, tmp_path, monke
         return pushes[-1]
 
     monkeypatch.setattr(rollout, "timed_weight_sync", push)
-    cfg = make_cell(tmp_path / "run", algorithm="dapo", sizing="g4", steps=1, prompts=4, save_steps=100,
-                    wandb_mode="disabled", algo_overrides={"ds_max_rounds": 2})
+    cfg = make_cell(
+        tmp_path / "run",
+        algorithm="dapo",
+        sizing="g4",
+        steps=1,
+        prompts=4,
+        save_steps=100,
+        wandb_mode="disabled",
+        algo_overrides={"ds_max_rounds": 2},
+    )
     trainer = _build(cfg)
     trainer.train()
     (result,) = trainer.steps
@@ -121,4 +137,3 @@ def test_sleep_mode_timer_counts_the_engine_s_wake_and_sleep():
     before = timer.seconds
     engine.wake_up(tags=["weights"])
     assert 0.05 <= timer.seconds - before < 0.05 + SLACK
-

@@ -14,8 +14,15 @@ pytestmark = pytest.mark.slow
 def test_trains_on_the_tiny_world_with_registry_rewards(tiny_qwen2_dir, tiny_data_dir, make_cell, tmp_path):
     from sagc.train.run import run_cell
 
-    cfg = make_cell(tmp_path / "cell", algorithm="dapo", sizing="sagc", steps=2, save_steps=10,
-                    max_completion=64, wandb_mode="disabled")
+    cfg = make_cell(
+        tmp_path / "cell",
+        algorithm="dapo",
+        sizing="sagc",
+        steps=2,
+        save_steps=10,
+        max_completion=64,
+        wandb_mode="disabled",
+    )
     cfg["model"]["path"] = str(tiny_qwen2_dir)
     cfg["data"]["train"] = str(tiny_data_dir / "train.jsonl")
     cfg["train"]["max_prompt_length"] = 96

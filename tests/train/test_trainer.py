@@ -81,8 +81,13 @@ def _build(cfg_dict, **kw):
 
 def test_sagc_grpo_varies_g_and_advantages_are_per_group(make_cell, tmp_path):
     torch.set_num_threads(1)
-    cfg = make_cell(tmp_path / "run", steps=6, save_steps=100, wandb_mode="disabled",
-                    sagc={"candidates": [4, 8, 16], "tau": 2.0, "delta": 0.3, "eta": 2.0})
+    cfg = make_cell(
+        tmp_path / "run",
+        steps=6,
+        save_steps=100,
+        wandb_mode="disabled",
+        sagc={"candidates": [4, 8, 16], "tau": 2.0, "delta": 0.3, "eta": 2.0},
+    )
     trainer = _build(cfg, reward_funcs=[length_reward], reward_weights=[1.0])
     trainer.train()
 
@@ -114,8 +119,9 @@ def test_sagc_grpo_varies_g_and_advantages_are_per_group(make_cell, tmp_path):
 
 def test_dapo_trains_with_clip_higher_acting(make_cell, tmp_path):
     torch.set_num_threads(1)
-    cfg = make_cell(tmp_path / "run", algorithm="dapo", sizing="g4", steps=3, save_steps=100,
-                    wandb_mode="disabled", prompts=4)
+    cfg = make_cell(
+        tmp_path / "run", algorithm="dapo", sizing="g4", steps=3, save_steps=100, wandb_mode="disabled", prompts=4
+    )
     trainer = _build(cfg, reward_funcs=[length_as_correctness], reward_weights=[1.0])
     assert trainer.loss_type == "dapo" and trainer.epsilon_high == pytest.approx(0.28)
     assert trainer.beta == 0.0 and trainer.mask_truncated_completions
@@ -144,9 +150,17 @@ def test_dynamic_sampling_drops_zero_variance_groups_and_refills(make_cell, tmp_
     # It stands in for the correctness reward, which dynamic sampling filters on (by its name).
     half_constant_reward.__name__ = FILTER_REWARD
     seed, p, g, max_rounds = 11, 4, 4, 2
-    cfg = make_cell(tmp_path / "run", algorithm="dapo", sizing=f"g{g}", steps=3, prompts=p, save_steps=100,
-                    wandb_mode="disabled", seed=seed,
-                    algo_overrides={"overlong_weight": 0.0, "ds_max_rounds": max_rounds})
+    cfg = make_cell(
+        tmp_path / "run",
+        algorithm="dapo",
+        sizing=f"g{g}",
+        steps=3,
+        prompts=p,
+        save_steps=100,
+        wandb_mode="disabled",
+        seed=seed,
+        algo_overrides={"overlong_weight": 0.0, "ds_max_rounds": max_rounds},
+    )
     trainer = _build(cfg, reward_funcs=[half_constant_reward], reward_weights=[1.0])
     trainer.train()
 
@@ -192,8 +206,9 @@ def test_dynamic_sampling_drops_zero_variance_groups_and_refills(make_cell, tmp_
 
 def test_rollout_budget_keeps_rollouts_fixed(make_cell, tmp_path):
     torch.set_num_threads(1)
-    cfg = make_cell(tmp_path / "run", steps=4, save_steps=100, wandb_mode="disabled",
-                    sagc={"candidates": [4, 8, 16], "eta": 2.0})
+    cfg = make_cell(
+        tmp_path / "run", steps=4, save_steps=100, wandb_mode="disabled", sagc={"candidates": [4, 8, 16], "eta": 2.0}
+    )
     cfg["train"].update(prompts_per_step=None, rollout_budget=32)
     trainer = _build(cfg, reward_funcs=[length_reward], reward_weights=[1.0])
     trainer.train()
@@ -242,13 +257,21 @@ def test_loss_passes_of_a_fixed_size_give_the_micro_batchs_gradient(make_cell, t
 
     weights, passes = {}, {}
     for cap in (None, 3):
-        cfg = make_cell(tmp_path / f"cap{cap}", algorithm=algorithm, algo_overrides=overrides, steps=2,
-                        save_steps=100, wandb_mode="disabled", sizing="g8")
+        cfg = make_cell(
+            tmp_path / f"cap{cap}",
+            algorithm=algorithm,
+            algo_overrides=overrides,
+            steps=2,
+            save_steps=100,
+            wandb_mode="disabled",
+            sizing="g8",
+        )
         cfg["train"]["micro_batch_rows"] = cap
         from sagc.train.run import build_trainer
 
-        trainer = build_trainer(TrainConfig.from_dict(cfg), trainer_cls=Counting,
-                                reward_funcs=[length_as_correctness], reward_weights=[1.0])
+        trainer = build_trainer(
+            TrainConfig.from_dict(cfg), trainer_cls=Counting, reward_funcs=[length_as_correctness], reward_weights=[1.0]
+        )
         trainer.passes = []
         trainer.train()
         weights[cap] = {k: v.detach().clone() for k, v in trainer.model.state_dict().items()}

@@ -19,8 +19,14 @@ def vllm_model_dir(tiny_data_dir, tiny_tokenizer_dir, tmp_path_factory):
     for 16-dim heads)."""
     from tests.conftest import _fast_model
 
-    return _fast_model("qwen2", tiny_data_dir, tiny_tokenizer_dir, tmp_path_factory.mktemp("vllm") / "tiny-qwen2",
-                       num_heads=2, num_kv_heads=1)
+    return _fast_model(
+        "qwen2",
+        tiny_data_dir,
+        tiny_tokenizer_dir,
+        tmp_path_factory.mktemp("vllm") / "tiny-qwen2",
+        num_heads=2,
+        num_kv_heads=1,
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -33,8 +39,16 @@ def _cell(model_dir, data_dir, out, algorithm="grpo", **train):
         "cell": {"id": f"test/{algorithm}/sagc/seed0", "algorithm": algorithm, "sizing": "sagc"},
         "model": {"path": str(model_dir)},
         "data": {"train": str(data_dir / "train.jsonl")},
-        "train": {"steps": 3, "prompts_per_step": 2, "max_prompt_length": 64, "max_completion_length": 40,
-                  "learning_rate": 5e-3, "save_steps": 100, "seed": 11, **train},
+        "train": {
+            "steps": 3,
+            "prompts_per_step": 2,
+            "max_prompt_length": 64,
+            "max_completion_length": 40,
+            "learning_rate": 5e-3,
+            "save_steps": 100,
+            "seed": 11,
+            **train,
+        },
         "algorithm": {"name": algorithm},
         "sizing": {"name": "sagc", "sagc": {"candidates": CANDIDATES, "tau": 2.0, "delta": 0.3, "eta": 8.0}},
         "wandb": {"mode": "disabled"},
@@ -81,8 +95,9 @@ def test_after_a_sync_vllm_scores_as_the_policy(vllm_model_dir, tiny_data_dir, t
         with torch.no_grad():
             logp = torch.log_softmax(trainer.model(torch.tensor([seq])).logits[0].float(), -1)
         policy = [logp[i - 1, seq[i]].item() for i in range(1, len(seq))]
-        out = trainer.vllm_generation.llm.generate([{"prompt_token_ids": seq}],
-                                                   SamplingParams(max_tokens=1, prompt_logprobs=0))[0]
+        out = trainer.vllm_generation.llm.generate(
+            [{"prompt_token_ids": seq}], SamplingParams(max_tokens=1, prompt_logprobs=0)
+        )[0]
         engine = [next(iter(d.values())).logprob for d in out.prompt_logprobs[1:]]
         return max(abs(a - b) for a, b in zip(policy, engine))
 
@@ -145,8 +160,14 @@ def test_rollouts_end_at_a_chat_end_token_through_vllm(vllm_model_dir, tiny_data
     im_end = load_tokenizer(str(vllm_model_dir)).convert_tokens_to_ids("<|im_end|>")
 
     def rows(stop, name):
-        cfg = _cell(vllm_model_dir, tiny_data_dir, tmp_path / name, steps=1, stop=stop,
-                    generation_kwargs={"logit_bias": {im_end: 6.0}})
+        cfg = _cell(
+            vllm_model_dir,
+            tiny_data_dir,
+            tmp_path / name,
+            steps=1,
+            stop=stop,
+            generation_kwargs={"logit_bias": {im_end: 6.0}},
+        )
         cfg["cell"]["sizing"] = "g8"
         cfg["sizing"] = {"name": "g8", "sagc": {"tau": 2.0}}
         trainer = build_trainer(TrainConfig.from_dict(cfg))
@@ -233,11 +254,15 @@ def test_a_step_that_overflows_vllms_kv_cache_shows_it(vllm_model_dir, tiny_data
         trainer.train()
         assert [s.step for s in trainer.steps] == [1, 2]
         block = trainer.vllm_generation.llm.llm_engine.vllm_config.cache_config.block_size
-        return block, [{k: s.row()[f"trl/{k}"] for k in (KV_PEAK_METRIC, KV_CAPACITY_METRIC, KV_BOUND_METRIC)}
-                       for s in trainer.steps]
+        return block, [
+            {k: s.row()[f"trl/{k}"] for k in (KV_PEAK_METRIC, KV_CAPACITY_METRIC, KV_BOUND_METRIC)}
+            for s in trainer.steps
+        ]
 
     block, small = kv(8, "small")  # 8 blocks: one row's worst case (64 + 40 tokens) fits, 32 rows do not
-    assert all(r[KV_CAPACITY_METRIC] == 8 * block and r[KV_PEAK_METRIC] > 8 * block and r[KV_BOUND_METRIC] == 1.0
-               for r in small)
+    assert all(
+        r[KV_CAPACITY_METRIC] == 8 * block and r[KV_PEAK_METRIC] > 8 * block and r[KV_BOUND_METRIC] == 1.0
+        for r in small
+    )
     _, roomy = kv(None, "roomy")
     assert all(r[KV_CAPACITY_METRIC] > r[KV_PEAK_METRIC] and r[KV_BOUND_METRIC] == 0.0 for r in roomy)

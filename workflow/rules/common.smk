@@ -13,21 +13,20 @@ from sagc.aggregate.outputs import (
 )
 from sagc import warm
 from sagc.aggregate import plan
-from sagc.pipeline import Grid, disk, launch
+from sagc.pipeline import Grid, disk, launch, preview
 from sagc.pipeline.cells import (
     aggregate_grid,
     cli_flags,
     eval_cell_config,
-    eval_settings,
     measure_prompts,
-    staged_benchmarks,
     straggler_tau,
     train_cell_config,
-    train_setting,
 )
 from sagc.pipeline.config import prepare
 from sagc.pipeline.env import configure_job_environment
+from sagc.pipeline.evaluation import eval_settings, staged_benchmarks
 from sagc.pipeline.grid import Cell, stable_seed
+from sagc.pipeline.trainer_defaults import train_setting
 from sagc.pipeline.world import world_of
 
 # Fails here, before any job, naming the file and the key.

@@ -5,7 +5,7 @@
 # 0.6 GB) and minutes. A cell that asks for GPUs goes to the GPU partition (on_partition).
 TRAIN_RESOURCES = on_partition(launch.rule_resources(config, res("train", mem_mb=3000, runtime=30)))
 # How a cell of several processes is started, printed once (a dry run shows it too).
-for line in launch.plan_lines(config, GRID, repo=workflow.basedir, cpus_per_node=TRAIN_RESOURCES["cpus_per_task"]):
+for line in preview.train_lines(config, GRID, repo=workflow.basedir, cpus_per_node=TRAIN_RESOURCES["cpus_per_task"]):
     print(line, file=sys.stderr)
 
 

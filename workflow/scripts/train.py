@@ -54,8 +54,13 @@ try:  # the same file under both names: `tail -f` either
 except OSError:  # another filesystem, or no hard links there
     job_log.symlink_to(os.path.relpath(attempt_log.resolve(), job_log.parent.resolve()))
 
-code = launch.run(cell, str(path), output=str(attempt_log), repo=Path(snakemake.scriptdir).resolve().parents[1],
-                  cpus_per_node=snakemake.resources.cpus_per_task)
+code = launch.run(
+    cell,
+    str(path),
+    output=str(attempt_log),
+    repo=Path(snakemake.scriptdir).resolve().parents[1],
+    cpus_per_node=snakemake.resources.cpus_per_task,
+)
 if code == 0:
     done = json.loads((Path(cell["output_dir"]) / DONE_FILE).read_text())
     resumed = f", resumed from {Path(done['resumed_from']).name}" if done.get("resumed_from") else ""
@@ -68,6 +73,8 @@ if code == 0:
     print(line, flush=True)
     note(line.replace(" (per-step", f"{resumed}{where} (per-step"))
 else:
-    note(f"stopped {cell_id}: exit {code} after {time.perf_counter() - started:.0f} s{where}; a retry or "
-         f"a rerun resumes from its last checkpoint (per-step log: {snakemake.log[0]})")
+    note(
+        f"stopped {cell_id}: exit {code} after {time.perf_counter() - started:.0f} s{where}; a retry or "
+        f"a rerun resumes from its last checkpoint (per-step log: {snakemake.log[0]})"
+    )
 sys.exit(code)

@@ -24,7 +24,7 @@ _EXPORTS = {
     "Collected": "collect", "collect": "collect", "read_eval_summary": "collect",
     "CorruptRunFileError": "errors", "DamagedRunError": "errors", "MissingCellsError": "errors",
     "OnlineSourceError": "errors", "RunNotFoundError": "errors",
-    "Grid": "grid", "load_grid": "grid", "parse_grid": "grid",
+    "ResultGrid": "grid", "load_grid": "grid", "parse_grid": "grid",
     "OfflineReader": "reader", "OnlineReader": "reader", "RunData": "reader",
     "make_reader": "reader", "read_run_file": "reader",
 }  # fmt: skip

@@ -7,12 +7,14 @@ import os
 import sys
 import tempfile
 
+from sagc.aggregate.errors import CorruptRunFileError, MissingCellsError
+from sagc.aggregate.grid import load_grid
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m sagc.aggregate",
-        description="Regenerate the paper's tables and figures from the cells' W&B runs and "
-        "evaluation summaries.",
+        description="Regenerate the paper's tables and figures from the cells' W&B runs and evaluation summaries.",
     )
     parser.add_argument("--grid", required=True, help="grid description JSON written by the pipeline")
     parser.add_argument("--allow-partial", action="store_true",
@@ -24,9 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     # matplotlib writes a font cache to ~/.config/matplotlib otherwise (see docs/library-notes.md).
     os.environ.setdefault("MPLCONFIGDIR", tempfile.mkdtemp(prefix="sagc-mpl-"))
 
-    from sagc.aggregate.api import aggregate
-    from sagc.aggregate.errors import CorruptRunFileError, MissingCellsError
-    from sagc.aggregate.grid import load_grid
+    from sagc.aggregate.api import aggregate  # after MPLCONFIGDIR: it loads matplotlib
 
     grid = load_grid(args.grid, root=args.root)
     try:

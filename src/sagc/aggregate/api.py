@@ -14,7 +14,7 @@ from pathlib import Path
 
 from sagc.aggregate.collect import Collected, collect
 from sagc.aggregate.errors import MissingCellsError
-from sagc.aggregate.grid import Grid
+from sagc.aggregate.grid import ResultGrid
 from sagc.aggregate.reader import RunReader
 
 #: The list of incomplete cells, written next to the tables (empty object when complete).
@@ -29,7 +29,7 @@ class AggregateResult:
     missing: dict[str, list[str]]
 
 
-def aggregate(grid: Grid, allow_partial: bool | None = None, reader: RunReader | None = None,
+def aggregate(grid: ResultGrid, allow_partial: bool | None = None, reader: RunReader | None = None,
               figures: bool = True) -> AggregateResult:  # fmt: skip
     """Write the tables (``grid.tables_dir``) and figures (``grid.figures_dir``).
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from sagc import metrics
 from sagc.aggregate.errors import DamagedRunError, RunNotFoundError
-from sagc.aggregate.grid import BaseModel, Cell, Grid
+from sagc.aggregate.grid import BaseModelOutputs, CellOutputs, ResultGrid
 from sagc.aggregate.reader import OfflineReader, RunData, RunReader, make_reader
 from sagc.aggregate.stats import cell_stats, missing_metrics
 
@@ -34,13 +34,20 @@ DONE_FILE = "done.json"
 
 #: Numeric fields of each task in an evaluation summary (see docs/architecture.md); its
 #: ``pass_at_k`` curve is read as ``pass_at_n``, pass@k at k = samples_per_problem.
-EVAL_FIELDS = ("accuracy", "accuracy_stderr", "accuracy_lenient", "samples_per_problem",
-               "mean_output_tokens", "truncation_rate", "n_samples")
+EVAL_FIELDS = (
+    "accuracy",
+    "accuracy_stderr",
+    "accuracy_lenient",
+    "samples_per_problem",
+    "mean_output_tokens",
+    "truncation_rate",
+    "n_samples",
+)
 
 
 @dataclass
 class CellResult:
-    cell: Cell
+    cell: CellOutputs
     run: RunData | None = None
     stats: dict[str, float] | None = None
     eval: dict[str, dict[str, float]] | None = None
@@ -53,14 +60,14 @@ class CellResult:
 
 @dataclass
 class BaseResult:
-    base: BaseModel
+    base: BaseModelOutputs
     eval: dict[str, dict[str, float]] | None = None
     missing: list[str] = field(default_factory=list)
 
 
 @dataclass
 class Collected:
-    grid: Grid
+    grid: ResultGrid
     cells: list[CellResult]
     base: list[BaseResult]
 
@@ -103,7 +110,7 @@ def read_eval_summary(path: str | Path) -> dict[str, dict[str, float]]:
     return tasks
 
 
-def _collect_cell(cell: Cell, reader: RunReader, grid: Grid) -> CellResult:
+def _collect_cell(cell: CellOutputs, reader: RunReader, grid: ResultGrid) -> CellResult:
     result = CellResult(cell)
     try:
         result.run = reader.read(cell)
@@ -122,10 +129,8 @@ def _collect_cell(cell: Cell, reader: RunReader, grid: Grid) -> CellResult:
             result.missing.append("the W&B run has no per-step history rows")
         else:
             last = int(run.history[metrics.STEP].max())
-            if cell.max_steps is not None and last < cell.max_steps:
-                result.missing.append(
-                    f"training unfinished: last logged step {last} of max_steps {cell.max_steps}"
-                )
+            if cell.steps is not None and last < cell.steps:
+                result.missing.append(f"training unfinished: last logged step {last} of max_steps {cell.steps}")
             lacking = missing_metrics(run.history)
             if lacking:
                 result.missing.append(f"metric(s) never logged: {', '.join(lacking)}")
@@ -138,13 +143,13 @@ def _collect_cell(cell: Cell, reader: RunReader, grid: Grid) -> CellResult:
     return result
 
 
-def rerun_command(cell: Cell) -> str:
+def rerun_command(cell: CellOutputs) -> str:
     """The command that trains ``cell`` again from scratch, then its evaluation and the
-    tables (README, "Rerunning")."""
+    tables (docs/running.md, "Rerunning")."""
     return f"snakemake --cores all -R {Path(cell.train_dir) / DONE_FILE} (with the run's --configfile)"
 
 
-def _check_not_damaged(cell: Cell, run: RunData) -> None:
+def _check_not_damaged(cell: CellOutputs, run: RunData) -> None:
     """Raise ``DamagedRunError`` when the run file of a finished cell lost its end."""
     done = Path(cell.train_dir) / DONE_FILE
     try:
@@ -157,12 +162,13 @@ def _check_not_damaged(cell: Cell, run: RunData) -> None:
         return
     end = "ends inside a record" if run.tail_truncated else "ends"
     counted = f", {steps} steps" if isinstance(steps, int) else ""
-    reason = (f"training finished ({done}{counted}) but this file {end} after step {logged}: "
-              "damage, not an unfinished run")
+    reason = (
+        f"training finished ({done}{counted}) but this file {end} after step {logged}: damage, not an unfinished run"
+    )
     raise DamagedRunError(run.sources[-1], cell.id, reason, rerun_command(cell))
 
 
-def collect(grid: Grid, reader: RunReader | None = None) -> Collected:
+def collect(grid: ResultGrid, reader: RunReader | None = None) -> Collected:
     """Read every cell and base model of ``grid``; see the module docstring."""
     reader = reader if reader is not None else make_reader(grid.wandb, grid.name)
     cells = [_collect_cell(cell, reader, grid) for cell in grid.cells]
@@ -175,4 +181,3 @@ def collect(grid: Grid, reader: RunReader | None = None) -> Collected:
             res.missing.append(f"evaluation summary not found: {b.eval_summary}")
         base.append(res)
     return Collected(grid, cells, base)
-

@@ -136,8 +136,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("a", help="results folder or headline.csv")
     parser.add_argument("b", help="results folder or headline.csv")
     parser.add_argument("--out", type=Path, help="also write the comparison as Markdown here")
-    parser.add_argument("--strict", action="store_true",
-                        help="exit 1 when a claim holds on one side and not on the other")
+    parser.add_argument(
+        "--strict", action="store_true", help="exit 1 when a claim holds on one side and not on the other"
+    )
     ns = parser.parse_args(argv)
     try:
         table = compare(read_headline(ns.a), read_headline(ns.b))

@@ -18,28 +18,28 @@ PDFs carry no creation date, so re-running on the same data gives the same files
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import matplotlib
 
 matplotlib.use("Agg")  # no display on compute nodes; must precede pyplot
 
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.lines import Line2D  # noqa: E402
-from matplotlib.patches import Patch  # noqa: E402
-from matplotlib.ticker import NullLocator  # noqa: E402
-from matplotlib.transforms import ScaledTranslation  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-import seaborn as sns  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+from matplotlib.ticker import NullLocator
+from matplotlib.transforms import ScaledTranslation
 
-from sagc import metrics  # noqa: E402
-from sagc.aggregate.collect import Collected  # noqa: E402
-from sagc.aggregate.grid import TIME_UNITS  # noqa: E402
-from sagc.aggregate.outputs import FIGURE_NAMES  # noqa: E402
-from sagc.aggregate.palette import BASE_COLOUR, palette  # noqa: E402
-from sagc.controller import fixed_group_size  # noqa: E402
+from sagc import metrics
+from sagc.aggregate.collect import Collected
+from sagc.aggregate.grid import TIME_UNITS
+from sagc.aggregate.outputs import FIGURE_NAMES
+from sagc.aggregate.palette import BASE_COLOUR, palette
+from sagc.controller import fixed_group_size, parse_sizing
 
 COLUMN_IN = 3.4
 FULL_IN = 7.0
@@ -141,8 +141,6 @@ def controller_deltas(collected: Collected) -> dict[str, float]:
     """The straggler budget δ of each controller sizing of the complete cells, from the
     run config (``config.sizing.<block>.delta``, the block of the sizing's policy; the
     policy config's default when unset). Policies without a ``delta`` have no line."""
-    from sagc.controller import parse_sizing
-
     deltas: dict[str, float] = {}
     for r in collected.cells:
         if not r.complete or r.run is None or fixed_group_size(r.cell.sizing) is not None:
@@ -162,9 +160,14 @@ def straggler_rate_figure(collected: Collected):
     seeds, whiskers the std over seeds, dots the seeds; dashed lines mark each controller's
     straggler budget δ."""
     rows = [
-        {"panel": _panel(r.cell.model, r.cell.algorithm), "sizing": r.cell.sizing,
-         "seed": r.cell.seed, "rate": r.stats["straggler_rate"] * 100}  # fmt: skip
-        for r in collected.cells if r.complete
+        {
+            "panel": _panel(r.cell.model, r.cell.algorithm),
+            "sizing": r.cell.sizing,
+            "seed": r.cell.seed,
+            "rate": r.stats["straggler_rate"] * 100,
+        }
+        for r in collected.cells
+        if r.complete
     ]
     if not rows:
         return _placeholder("no complete training cell")
@@ -261,17 +264,17 @@ def posterior_figure(collected: Collected):
     (mean over seeds, band: std over seeds), one panel per model x algorithm x controller."""
     df = _controller_frame(collected)
     prefix = metrics.POSTERIOR_MEAN_PREFIX
-    cols = sorted((c for c in df.columns if c.startswith(prefix)), key=lambda c: int(c[len(prefix):]))
+    cols = sorted((c for c in df.columns if c.startswith(prefix)), key=lambda c: int(c[len(prefix) :]))
     if df.empty or not cols:
         return _placeholder("no SAGC posterior logged in this grid")
     long = df.melt(id_vars=[metrics.STEP, "panel", "sizing", "seed"], value_vars=cols,
                    var_name="candidate", value_name="risk").dropna(subset=["risk"])  # fmt: skip
-    long["candidate"] = "G=" + long["candidate"].str[len(prefix):]
+    long["candidate"] = "G=" + long["candidate"].str[len(prefix) :]
     long["facet"] = long["panel"] + " · " + long["sizing"]
     facets = list(dict.fromkeys(long["facet"]))
     # Candidate G is drawn in the colour of the fixed sizing with that G (g4, g8, g16...).
-    fixed = palette([f"g{c[len(prefix):]}" for c in cols])
-    pal = {f"G={c[len(prefix):]}": fixed[f"g{c[len(prefix):]}"] for c in cols}
+    fixed = palette([f"g{c[len(prefix) :]}" for c in cols])
+    pal = {f"G={c[len(prefix) :]}": fixed[f"g{c[len(prefix) :]}"] for c in cols}
     fig, axes = _grid_axes(len(facets))
     for ax, facet in zip(axes, facets):
         sub = long[long["facet"] == facet]

@@ -27,12 +27,13 @@ jobs from the workflow root, where ``results/`` lives).
 
 import json
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field, ValidationError, ValidationInfo, model_validator
 
 from sagc.aggregate.registration import Registration
 from sagc.config_models import Expect, Flag, Integer, Number, OneOf, PositiveInt, Section, Text, describe
+from sagc.controller import fixed_group_size
 
 TIME_UNITS = {"s": 1.0, "min": 60.0, "h": 3600.0}
 SOURCES = ("offline", "online")
@@ -47,8 +48,9 @@ def _under_root(path: Path, info: ValidationInfo) -> Path:
 RootedPath = Annotated[Path, AfterValidator(_under_root)]
 
 
-class Cell(Section):
-    """One training cell: model x algorithm x sizing x seed."""
+class CellOutputs(Section):
+    """Where one training cell's outputs are (its run folder and evaluation summary), with the
+    cell it is (model x algorithm x sizing x seed) and the rollout steps it must have logged."""
 
     id: Text
     model: Text
@@ -57,11 +59,15 @@ class Cell(Section):
     seed: Integer
     train_dir: RootedPath
     eval_summary: RootedPath
-    max_steps: Optional[PositiveInt] = Field(None, description="fewer logged steps = unfinished")
+    # The file's key stays max_steps (grid.json is written as it was); it counts rollout steps,
+    # not TRL's max_steps (optimizer updates).
+    steps: PositiveInt | None = Field(
+        None, validation_alias="max_steps", description="rollout steps; fewer logged = unfinished"
+    )
 
 
-class BaseModel(Section):
-    """An untrained model evaluated as the downstream reference row."""
+class BaseModelOutputs(Section):
+    """Where an untrained model's evaluation summary is: the downstream reference row."""
 
     model: Text
     eval_summary: RootedPath
@@ -72,9 +78,9 @@ class WandbSource(Section):
     needs the entity, project and group)."""
 
     source: OneOf(SOURCES) = "offline"
-    entity: Optional[Text] = None
-    project: Optional[Text] = None
-    group: Optional[Text] = None
+    entity: Text | None = None
+    project: Text | None = None
+    group: Text | None = None
 
     @model_validator(mode="after")
     def _online_names_the_runs(self) -> "WandbSource":
@@ -84,27 +90,35 @@ class WandbSource(Section):
         return self
 
 
-class Grid(Section):
+class ResultGrid(Section):
+    """The grid file (module docstring): every cell's and base model's outputs, where the
+    tables and figures go, and how they are computed."""
+
     name: Text
-    cells: Annotated[tuple[Cell, ...], Field(min_length=1), Expect("a non-empty list of cells (nothing to aggregate)")]
-    base: tuple[BaseModel, ...] = ()
+    cells: Annotated[
+        tuple[CellOutputs, ...], Field(min_length=1), Expect("a non-empty list of cells (nothing to aggregate)")
+    ]
+    base: tuple[BaseModelOutputs, ...] = ()
     tables_dir: RootedPath
     figures_dir: RootedPath
     wandb: WandbSource = Field(default_factory=WandbSource)
     time_unit: OneOf(tuple(TIME_UNITS)) = "s"
     last_k: PositiveInt = Field(5, description="final reward = mean of the last k steps")
     allow_partial: Flag = Field(False, description="mark missing cells instead of failing")
-    tau: Optional[Number(gt=0.0)] = Field(None, description="straggler threshold, drawn in figures")
-    delta: Optional[Number(gt=0.0, lt=1.0)] = Field(
-        None, description="straggler budget that picks the best static G from the base models' reports")
+    tau: Number(gt=0.0) | None = Field(None, description="straggler threshold, drawn in figures")
+    delta: Number(gt=0.0, lt=1.0) | None = Field(
+        None, description="straggler budget that picks the best static G from the base models' reports"
+    )
     budgets: dict[str, Number(gt=0.0, lt=1.0)] = Field(
-        default_factory=dict, description="controller sizing -> the budget delta it keeps (its claim)")
+        default_factory=dict, description="controller sizing -> the budget delta it keeps (its claim)"
+    )
     straggler_reports: dict[str, RootedPath] = Field(
-        default_factory=dict, description="model -> the base model's straggler report (stragglers.json)")
+        default_factory=dict, description="model -> the base model's straggler report (stragglers.json)"
+    )
     claims: Registration = Field(default_factory=Registration, description="the pre-registered claims")
 
     @model_validator(mode="after")
-    def _cell_ids_are_unique(self) -> "Grid":
+    def _cell_ids_are_unique(self) -> "ResultGrid":
         seen: set[str] = set()
         for i, cell in enumerate(self.cells):
             if cell.id in seen:
@@ -113,7 +127,7 @@ class Grid(Section):
         return self
 
     @model_validator(mode="after")
-    def _claims_name_a_controller(self) -> "Grid":
+    def _claims_name_a_controller(self) -> "ResultGrid":
         problem = controller_problem(self.claims.controller, [c.sizing for c in self.cells])
         if problem:
             raise ValueError(problem)
@@ -124,27 +138,27 @@ def controller_problem(controller: str, sizings) -> str | None:
     """Why ``claims.controller`` cannot be the primary family's controller for a grid of
     ``sizings``, or None. A grid without any controller (a world check) has no family; a
     grid with controllers must name one of them (a typo would silently drop the family)."""
-    from sagc.controller import fixed_group_size
-
     sizings = list(dict.fromkeys(sizings))
     controllers = [s for s in sizings if fixed_group_size(s) is None]
     if controllers and controller not in controllers:
-        return (f"claims.controller {controller!r} is not one of the grid's controller sizings {controllers} "
-                "(the primary family needs its cells)")
+        return (
+            f"claims.controller {controller!r} is not one of the grid's controller sizings {controllers} "
+            "(the primary family needs its cells)"
+        )
     return None
 
 
-def parse_grid(raw: Any, root: str | Path = ".", source: str = "grid") -> Grid:
+def parse_grid(raw: Any, root: str | Path = ".", source: str = "grid") -> ResultGrid:
     """Validate a grid dict (see the module docstring); ``source`` names it in errors."""
     if not isinstance(raw, dict):
         raise ValueError(f"{source}: the grid must be a JSON object, got {type(raw).__name__}")
     try:
-        return Grid.model_validate(raw, context={"root": Path(root)})
+        return ResultGrid.model_validate(raw, context={"root": Path(root)})
     except ValidationError as err:
-        raise ValueError(f"{source}: {describe(err, Grid)}") from None
+        raise ValueError(f"{source}: {describe(err, ResultGrid)}") from None
 
 
-def load_grid(path: str | Path, root: str | Path = ".") -> Grid:
+def load_grid(path: str | Path, root: str | Path = ".") -> ResultGrid:
     """Read and validate the grid JSON at ``path`` (errors name the file and the key)."""
     path = Path(path)
     try:

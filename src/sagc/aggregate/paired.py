@@ -35,12 +35,15 @@ from __future__ import annotations
 import glob
 import math
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Sequence
 
 import numpy as np
 from scipy import stats
 
+from sagc import metrics
+from sagc.aggregate.power import detectable_distance
+from sagc.evaluate.scoring import METRIC
 from sagc.io import read_jsonl
 
 #: Confidence level of every interval; a two-sided test at 1 - LEVEL matches it.
@@ -75,7 +78,7 @@ class Interval:
     def testable(self) -> bool:
         return math.isfinite(self.p)
 
-    def clipped(self, low: float, high: float) -> "Interval":
+    def clipped(self, low: float, high: float) -> Interval:
         """The interval cut to a parameter's range (a rate's interval ends inside [0, 1])."""
         return replace(self, low=max(self.low, low), high=min(self.high, high))
 
@@ -93,8 +96,6 @@ class Interval:
         """The smallest true effect (distance from ``null``, in the shown units; for a
         log-scale interval, the speed-up factor) that a two-sided t test at ``alpha`` with
         this interval's standard error and degrees of freedom detects with ``power``."""
-        from sagc.aggregate.power import detectable_distance
-
         effect = detectable_distance(self.se, self.df, alpha, power)
         return math.exp(effect) if self.log and math.isfinite(effect) else effect
 
@@ -188,8 +189,6 @@ def ratio_interval(pairs: Sequence[tuple[float, float]]) -> Interval:
 def paired_steps(ref_history, ctrl_history, column: str) -> tuple[np.ndarray, np.ndarray]:
     """The ``column`` of two histories (pandas frames with a ``step`` column), on the steps
     both logged, in step order."""
-    from sagc import metrics
-
     a = ref_history[[metrics.STEP, column]].dropna().drop_duplicates(metrics.STEP, keep="last")
     b = ctrl_history[[metrics.STEP, column]].dropna().drop_duplicates(metrics.STEP, keep="last")
     both = a.merge(b, on=metrics.STEP, suffixes=("_ref", "_ctrl")).sort_values(metrics.STEP)
@@ -199,8 +198,6 @@ def paired_steps(ref_history, ctrl_history, column: str) -> tuple[np.ndarray, np
 def doc_scores(eval_dir: str, task: str) -> dict[int, float]:
     """Per-problem score (avg@k) of one evaluation from lm-eval's samples file
     (``samples_<task>_<timestamp>.jsonl`` under ``eval_dir``; the newest if several)."""
-    from sagc.evaluate.scoring import METRIC
-
     files = sorted(glob.glob(os.path.join(glob.escape(eval_dir), "**", f"samples_{task}_*.jsonl"), recursive=True))
     if not files:
         raise FileNotFoundError(f"no lm-eval samples file for task {task!r} under {eval_dir}")

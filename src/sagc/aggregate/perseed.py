@@ -1,6 +1,6 @@
 """One number per seed: the values every seed-level interval is computed from.
 
-Everything here is keyed by seed (``Cell.seed``), never by position: two cells are paired
+Everything here is keyed by seed (``CellOutputs.seed``), never by position: two cells are paired
 when they are the same seed of the same model and algorithm (``sagc.aggregate.paired`` says
 why pairing is the design), and a seed one side lacks drops out of the pair.
 """
@@ -70,6 +70,7 @@ def with_costs(history: pd.DataFrame) -> pd.DataFrame:
     steps and trained padded tokens; NaN where either was not logged)."""
     if COST_COLUMNS["step_cost"] in history.columns:
         return history
+
     def column(name: str):
         return pd.to_numeric(history[name], errors="coerce") if name in history.columns else math.nan
 
@@ -128,8 +129,14 @@ def output_length_log_ratios(ref_rs, ctrl_rs, tasks: list[str]) -> dict[int, flo
     ctrl = {r.cell.seed: r.eval for r in ctrl_rs if r.complete and r.eval}
     per_task = []
     for task in tasks:
-        per_task.append({s: math.log(ref[s][task]["mean_output_tokens"] / ctrl[s][task]["mean_output_tokens"])
-                         for s in ref.keys() & ctrl.keys()
-                         if task in ref[s] and task in ctrl[s]
-                         and ref[s][task]["mean_output_tokens"] > 0 and ctrl[s][task]["mean_output_tokens"] > 0})
+        per_task.append(
+            {
+                s: math.log(ref[s][task]["mean_output_tokens"] / ctrl[s][task]["mean_output_tokens"])
+                for s in ref.keys() & ctrl.keys()
+                if task in ref[s]
+                and task in ctrl[s]
+                and ref[s][task]["mean_output_tokens"] > 0
+                and ctrl[s][task]["mean_output_tokens"] > 0
+            }
+        )
     return mean_over_tasks(per_task)

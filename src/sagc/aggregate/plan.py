@@ -27,14 +27,13 @@ from typing import Any
 from sagc.aggregate.grid import controller_problem
 from sagc.aggregate.power import planned_power
 from sagc.aggregate.registration import PRIMARIES, PRIMARY, Registration
+from sagc.controller import fixed_group_size
 
 #: Seeds per stratum the power table shows by default.
 SEED_RANGE = tuple(range(3, 11))
 
 
 def _fixed(sizings) -> list[tuple[int, str]]:
-    from sagc.controller import fixed_group_size
-
     return sorted((fixed_group_size(s), s) for s in sizings if fixed_group_size(s) is not None)
 
 
@@ -79,8 +78,10 @@ def dry_run_lines(config: dict[str, Any]) -> list[str]:
         lines.append(f"  each extra seed: {cells_per_seed} training cells x {reg.gpu_hours_per_cell:g} GPU-hours "
                      f"(claims.gpu_hours_per_cell, assumed) = {hours:,.0f} GPU-hours")  # fmt: skip
     if reg.plan_provisional:
-        lines.append("  PROVISIONAL plan (claims.plan_provisional): placeholder effects and spreads; run "
-                     "`python -m sagc.aggregate.plan results/<development-seed run>` and paste its block")
+        lines.append(
+            "  PROVISIONAL plan (claims.plan_provisional): placeholder effects and spreads; run "
+            "`python -m sagc.aggregate.plan results/<development-seed run>` and paste its block"
+        )
     return lines
 
 
@@ -115,8 +116,10 @@ def plan_lines(source: str | Path, seeds=SEED_RANGE, alpha: float | None = None)
         distance = (effect - null) if p.side == "above" else (null - effect)
         strata = int(r.strata)
         powers = ", ".join(f"{n}: {planned_power(distance, float(r.sd), [n] * strata, alpha / m):.2f}" for n in seeds)
-        lines.append(f"  {r.id} {r.claim}: effect {p.show(effect)}, sd {p.show_sd(float(r.sd))} "
-                     f"({int(r.seeds)} seeds in {strata} strata, df {r.df:g}); power by seeds per stratum: {powers}")
+        lines.append(
+            f"  {r.id} {r.claim}: effect {p.show(effect)}, sd {p.show_sd(float(r.sd))} "
+            f"({int(r.seeds)} seeds in {strata} strata, df {r.df:g}); power by seeds per stratum: {powers}"
+        )
         block.append(f"    {p.key}: {{effect: {effect:.4g}, sd: {float(r.sd):.4g}}}  # {r.id}, measured on {source}")
     lines += ["", "claims:", "  plan_provisional: false", "  plan:"] + block
     return lines
@@ -125,8 +128,13 @@ def plan_lines(source: str | Path, seeds=SEED_RANGE, alpha: float | None = None)
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sagc.aggregate.plan", description=__doc__.split("\n\n")[0])
     parser.add_argument("results", help="a finished development-seed run's results folder, or its headline.csv")
-    parser.add_argument("--seeds", type=int, nargs="+", default=list(SEED_RANGE),
-                        help="seeds per stratum to state the power at (default 3..10)")
+    parser.add_argument(
+        "--seeds",
+        type=int,
+        nargs="+",
+        default=list(SEED_RANGE),
+        help="seeds per stratum to state the power at (default 3..10)",
+    )
     parser.add_argument("--alpha", type=float, default=None, help="family-wise level (default: claims.alpha's)")
     ns = parser.parse_args(argv)
     try:

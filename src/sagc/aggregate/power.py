@@ -18,7 +18,7 @@ the first Holm step (each claim's power is at least that).
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 from scipy import optimize, stats
 

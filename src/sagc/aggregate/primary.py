@@ -43,9 +43,19 @@ from sagc.aggregate.power import planned_power, power_at
 from sagc.aggregate.registration import COSTS, PRIMARY, Primary, Registration
 from sagc.aggregate.stats import reference_sizing
 from sagc.aggregate.verdicts import (
-    CONTROL, EXPLORATORY, POOLED, PRIMARY as PRIMARY_FAMILY, SECONDARY, Claim, claim_groups, gated,
-    references, tasks_of,
-)  # fmt: skip
+    CONTROL,
+    EXPLORATORY,
+    POOLED,
+    SECONDARY,
+    Claim,
+    claim_groups,
+    gated,
+    references,
+    tasks_of,
+)
+from sagc.aggregate.verdicts import (
+    PRIMARY as PRIMARY_FAMILY,
+)
 from sagc.controller import fixed_group_size
 
 #: Secondary family id -> (the primary it refines, what it tests).
@@ -136,8 +146,15 @@ def _detail(g: _Grid, p: Primary, ctrl: str, refs: list[str], strata, values) ->
     per = ", ".join(f"{m} {a.upper()} {p.show(float(np.mean(v))) if v else 'n/a'}"
                     for (m, a), v in zip(strata, values))  # fmt: skip
     if p.key == "fewer_stragglers":
-        rate = lambda s: np.mean([np.mean(list(perseed.seed_means(g.cells(st, s), metrics.STRAGGLER).values()) or [np.nan])
-                                  for st in strata])  # noqa: E731
+
+        def rate(s):
+            return np.mean(
+                [
+                    np.mean(list(perseed.seed_means(g.cells(st, s), metrics.STRAGGLER).values()) or [np.nan])
+                    for st in strata
+                ]
+            )
+
         return f"straggler rate {_pct(rate(refs[0]))} → {_pct(rate(ctrl))}; per stratum {per}"
     if p.key.startswith("not_worse"):
         return f"tasks {', '.join(g.tasks)} (mean over tasks); per stratum {per}"
@@ -210,8 +227,18 @@ def _secondaries(g: _Grid, ctrl: str) -> dict[str, list[Claim]]:
                 out[sid].append(_pair(st, ctrl, r, label, "above", iv, _partial("", g.cells(st, r) + ctrl_rs), sid))
     if strata:
         logs = [list(perseed.cost_log_ratios(g.cells(st, ref), g.cells(st, ctrl), other).values()) for st in strata]
-        out["S3"].append(_pair((POOLED, POOLED), ctrl, ref, f"cheaper ({other}, not registered)", "above",
-                               paired.as_ratio(paired.pooled_interval(logs)), "", "S3"))
+        out["S3"].append(
+            _pair(
+                (POOLED, POOLED),
+                ctrl,
+                ref,
+                f"cheaper ({other}, not registered)",
+                "above",
+                paired.as_ratio(paired.pooled_interval(logs)),
+                "",
+                "S3",
+            )
+        )
         lengths = [list(perseed.output_length_log_ratios(g.cells(st, ref), g.cells(st, ctrl), g.tasks).values())
                    for st in strata]  # fmt: skip
         out["S5"].append(_pair((POOLED, POOLED), ctrl, ref, "shorter answers (evaluation output length, ref / ctrl)",

@@ -25,15 +25,16 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Protocol
+from typing import Any, Protocol
 
 import pandas as pd
 
 from sagc import metrics
 from sagc.aggregate.errors import CorruptRunFileError, OnlineSourceError, RunNotFoundError
-from sagc.aggregate.grid import Cell, WandbSource
+from sagc.aggregate.grid import CellOutputs, WandbSource
 from sagc.aggregate.runlog import read_run_log
 
 #: Run config keys compared with the grid's cell: a run filed under the wrong cell
@@ -70,7 +71,7 @@ class RunData:
 
 
 class RunReader(Protocol):
-    def read(self, cell: Cell) -> RunData:
+    def read(self, cell: CellOutputs) -> RunData:
         """The cell's run; ``RunNotFoundError`` when there is none."""
 
 
@@ -145,7 +146,7 @@ def merge_segments(segments: list[Segment]) -> RunData:
     )
 
 
-def check_identity(config: dict[str, Any], cell: Cell, where: str, config_name: str | None) -> None:
+def check_identity(config: dict[str, Any], cell: CellOutputs, where: str, config_name: str | None) -> None:
     """Raise ValueError if the run's config names a different cell than the grid."""
     for key in _IDENTITY:
         if key in config and config[key] != getattr(cell, key):
@@ -154,10 +155,7 @@ def check_identity(config: dict[str, Any], cell: Cell, where: str, config_name: 
                 f"{key}={getattr(cell, key)!r}: run filed under the wrong cell?"
             )
     if config_name is not None and "config_name" in config and config["config_name"] != config_name:
-        raise ValueError(
-            f"{where}: run config config_name={config['config_name']!r} but the grid is "
-            f"{config_name!r}"
-        )
+        raise ValueError(f"{where}: run config config_name={config['config_name']!r} but the grid is {config_name!r}")
 
 
 # --------------------------------------------------------------------------- offline
@@ -217,7 +215,7 @@ class OfflineReader:
     def __init__(self, config_name: str | None = None):
         self.config_name = config_name
 
-    def read(self, cell: Cell) -> RunData:
+    def read(self, cell: CellOutputs) -> RunData:
         files = find_run_files(cell.train_dir)
         if not files:
             raise RunNotFoundError(f"no W&B run file (run-*.wandb) under {Path(cell.train_dir) / 'wandb'}")
@@ -277,12 +275,11 @@ class OnlineReader:
                 self._runs = list(api.runs(self.path, filters=online_filters(self.source.group)))
             except Exception as exc:
                 raise OnlineSourceError(
-                    f"cannot list the runs of {self.path} in group {self.source.group!r}: "
-                    f"{type(exc).__name__}: {exc}"
+                    f"cannot list the runs of {self.path} in group {self.source.group!r}: {type(exc).__name__}: {exc}"
                 ) from exc
         return self._runs
 
-    def _matches(self, run, cell: Cell) -> bool:
+    def _matches(self, run, cell: CellOutputs) -> bool:
         config = dict(run.config)
         want = {"model": cell.model, "algorithm": cell.algorithm, "sizing": cell.sizing,
                 "seed": cell.seed}  # fmt: skip
@@ -290,7 +287,7 @@ class OnlineReader:
             want["config_name"] = self.config_name
         return all(config.get(k) == v for k, v in want.items())
 
-    def read(self, cell: Cell) -> RunData:
+    def read(self, cell: CellOutputs) -> RunData:
         matching = [r for r in self.runs() if self._matches(r, cell)]
         if not matching:
             raise RunNotFoundError(

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional
 
 from pydantic import Field
 
@@ -46,49 +45,82 @@ class Plan(Section):
     """The planned effect and spread of each primary (``python -m sagc.aggregate.plan`` on a
     development-seed run prints the block to paste)."""
 
-    fewer_stragglers: Planned = Field(Planned(effect=-0.10, sd=0.12), description=(
-        "P1: straggler-rate difference, controller minus reference (fraction)"))
-    cheaper: Planned = Field(Planned(effect=0.10, sd=0.10), description=(
-        "P2: log(reference cost / controller cost)"))
-    not_worse: Planned = Field(Planned(effect=0.0, sd=0.05), description=(
-        "P3: accuracy difference, controller minus reference (fraction)"))
-    not_worse_best_static: Planned = Field(Planned(effect=0.0, sd=0.05), description=(
-        "P4: accuracy difference, controller minus the best static G (fraction)"))
+    fewer_stragglers: Planned = Field(
+        Planned(effect=-0.10, sd=0.12),
+        description=("P1: straggler-rate difference, controller minus reference (fraction)"),
+    )
+    cheaper: Planned = Field(Planned(effect=0.10, sd=0.10), description=("P2: log(reference cost / controller cost)"))
+    not_worse: Planned = Field(
+        Planned(effect=0.0, sd=0.05), description=("P3: accuracy difference, controller minus reference (fraction)")
+    )
+    not_worse_best_static: Planned = Field(
+        Planned(effect=0.0, sd=0.05),
+        description=("P4: accuracy difference, controller minus the best static G (fraction)"),
+    )
 
 
 class Registration(Section):
     """The headline's pre-registered claims (sagc.aggregate.registration)."""
 
-    controller: Text = Field("sagc", description=(
-        "The sizing whose claims form the primary family (a controller of the grid's sizings); other "
-        "controllers of the grid get the same claims as an exploratory family."))
-    alpha: Number(gt=0.0, lt=0.5) = Field(0.05, description=(
-        "Family-wise error rate of the primary family (Holm); each secondary family is Holm-adjusted at "
-        "it too, and tested only when its primary holds."))
-    cost: OneOf(COSTS) = Field("step_cost", description=(
-        "The cost P2 registers: step_cost = decode steps + sagc.costs.TRAIN_TOKEN_WEIGHT x trained "
-        "padded tokens (sagc.costs.step_cost); decode_steps = the decodes alone. The other one is "
-        "reported as a secondary."))
-    accuracy_margin: Number(gt=0.0, lt=1.0) = Field(0.05, description=(
-        "Non-inferiority margin of 'accuracy not worse' (absolute accuracy)."))
+    controller: Text = Field(
+        "sagc",
+        description=(
+            "The sizing whose claims form the primary family (a controller of the grid's sizings); other "
+            "controllers of the grid get the same claims as an exploratory family."
+        ),
+    )
+    alpha: Number(gt=0.0, lt=0.5) = Field(
+        0.05,
+        description=(
+            "Family-wise error rate of the primary family (Holm); each secondary family is Holm-adjusted at "
+            "it too, and tested only when its primary holds."
+        ),
+    )
+    cost: OneOf(COSTS) = Field(
+        "step_cost",
+        description=(
+            "The cost P2 registers: step_cost = decode steps + sagc.costs.TRAIN_TOKEN_WEIGHT x trained "
+            "padded tokens (sagc.costs.step_cost); decode_steps = the decodes alone. The other one is "
+            "reported as a secondary."
+        ),
+    )
+    accuracy_margin: Number(gt=0.0, lt=1.0) = Field(
+        0.05, description=("Non-inferiority margin of 'accuracy not worse' (absolute accuracy).")
+    )
     accuracy_margin_reason: Text = Field(
         "about a third of what RL gains over the base model in the tiny world (+11 to +19 pts at g16)",
-        description="Why the margin is what it is (printed in the headline).")
-    budget_margin: Number(ge=0.0, lt=1.0) = Field(0.05, description=(
-        "epsilon of the budget claim 'second-half straggler rate <= delta + epsilon': the controller's "
-        "dual ascent drives the rate to delta, so 'below delta' is a null the truth sits at."))
+        description="Why the margin is what it is (printed in the headline).",
+    )
+    budget_margin: Number(ge=0.0, lt=1.0) = Field(
+        0.05,
+        description=(
+            "epsilon of the budget claim 'second-half straggler rate <= delta + epsilon': the controller's "
+            "dual ascent drives the rate to delta, so 'below delta' is a null the truth sits at."
+        ),
+    )
     budget_margin_reason: Text = Field(
         "less than one straggling step of the 16 in a 32-step run's second half (6.25 pts)",
-        description="Why epsilon is what it is (printed in the headline).")
-    power_target: Number(gt=0.0, lt=1.0) = Field(0.8, description=(
-        "The power each primary should have at its planned effect (the dry run flags the ones below)."))
+        description="Why epsilon is what it is (printed in the headline).",
+    )
+    power_target: Number(gt=0.0, lt=1.0) = Field(
+        0.8,
+        description=("The power each primary should have at its planned effect (the dry run flags the ones below)."),
+    )
     plan: Plan = Field(Plan(), description="Planned effect and spread per primary (plan_provisional says whence).")
-    plan_provisional: Flag = Field(True, description=(
-        "true: the plan's numbers are placeholders, not measured on development seeds (flagged in the "
-        "dry run and the headline)."))
-    gpu_hours_per_cell: Optional[Number(gt=0.0)] = Field(None, description=(
-        "Assumed GPU-hours of one training cell, for the dry run's cost of an extra seed (null: not "
-        "stated, e.g. a CPU world)."))
+    plan_provisional: Flag = Field(
+        True,
+        description=(
+            "true: the plan's numbers are placeholders, not measured on development seeds (flagged in the "
+            "dry run and the headline)."
+        ),
+    )
+    gpu_hours_per_cell: Number(gt=0.0) | None = Field(
+        None,
+        description=(
+            "Assumed GPU-hours of one training cell, for the dry run's cost of an extra seed (null: not "
+            "stated, e.g. a CPU world)."
+        ),
+    )
 
 
 @dataclass(frozen=True)

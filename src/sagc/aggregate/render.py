@@ -21,6 +21,7 @@ def tex_escape(text: str) -> str:
 
 def markdown_table(headers: list[str], rows: list[list[str]], notes: list[str] = ()) -> str:
     """A GitHub-flavoured Markdown table, first ``n_key`` columns left, numbers right."""
+
     def esc(s: str) -> str:
         return str(s).replace("|", r"\|")
 

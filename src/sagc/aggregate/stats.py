@@ -53,6 +53,7 @@ CELL_STATS = {
 #: Every history metric the training-efficiency table needs.
 NEEDED_METRICS = tuple(dict.fromkeys(m for ms in CELL_STATS.values() for m in ms))
 
+
 def reference_sizing(sizings) -> str | None:
     """The largest fixed G among ``sizings`` (the speed-up reference), None if none."""
     fixed = [(fixed_group_size(s), s) for s in sizings if fixed_group_size(s) is not None]
@@ -109,7 +110,7 @@ class MeanStd:
     n: int
 
     @classmethod
-    def of(cls, values) -> "MeanStd":
+    def of(cls, values) -> MeanStd:
         arr = np.asarray([v for v in values if v is not None and not math.isnan(v)], dtype=float)
         if arr.size == 0:
             return cls(math.nan, math.nan, 0)

@@ -31,10 +31,13 @@ from sagc.aggregate import paired, primary, verdicts
 from sagc.aggregate.collect import CellResult, Collected
 from sagc.aggregate.grid import TIME_UNITS
 from sagc.aggregate.palette import sizing_order
+from sagc.aggregate.perseed import paired_totals, seed_means
 from sagc.aggregate.render import latex_table, markdown_table
 from sagc.aggregate.stats import MeanStd, reference_sizing
-from sagc.aggregate.perseed import paired_totals, seed_means
 from sagc.controller import fixed_group_size
+from sagc.lengths import REAL_RUN_TAIL, TAIL_GROUP_SIZE, tail_table
+from sagc.trace import read_trace
+from sagc.train.run import LENGTHS_FILE
 
 MISSING = "missing"
 
@@ -332,21 +335,30 @@ def downstream_table(collected: Collected) -> Table:
                         + [fmt(show["__length__"], "1f")])  # fmt: skip
     every_eval = [e for _, _, _, evals, *_ in entries for e in evals]
     n_of = {t: _samples_per_problem(every_eval, t) for t in tasks}
-    headers = ["Model", "Algorithm", "Sizing", "Seeds"] + [
-        h for t in tasks for h in (f"{t} strict avg@{n_of[t]} (%)", f"{t} lenient avg@{n_of[t]} (%)",
-                                   f"{t} pass@{n_of[t]} (%)")
-    ] + ["Mean output length (tok)"]
-    notes = [
-        "Strict: the answer in the last box, as the prompt asks (the primary score; the headline's "
-        "claims use it). Lenient: unboxed answers also read (an 'answer is' phrase, else the last "
-        "number or option label), as lighteval and Qwen2.5-Math grade; comparable with published "
-        "numbers. avg@n: the mean over problems of each problem's fraction of n samples correct; "
-        "pass@n: Chen et al.'s unbiased pass@k at k = n, strict, from the same samples.",
-        "Strict accuracy: mean [95 % interval] over seeds (each seed's avg@n over the problems is "
-        "one unit; Student's t, seeds - 1 degrees of freedom); for one evaluation (a base model), "
-        "± lm-eval's standard error over problems. Lenient and pass@n: mean ± sd over seeds. Mean "
-        "output length averaged over the benchmarks.",
-    ] + _pass_gain_notes(collected) + missing_notes(collected)
+    headers = (
+        ["Model", "Algorithm", "Sizing", "Seeds"]
+        + [
+            h
+            for t in tasks
+            for h in (f"{t} strict avg@{n_of[t]} (%)", f"{t} lenient avg@{n_of[t]} (%)", f"{t} pass@{n_of[t]} (%)")
+        ]
+        + ["Mean output length (tok)"]
+    )
+    notes = (
+        [
+            "Strict: the answer in the last box, as the prompt asks (the primary score; the headline's "
+            "claims use it). Lenient: unboxed answers also read (an 'answer is' phrase, else the last "
+            "number or option label), as lighteval and Qwen2.5-Math grade; comparable with published "
+            "numbers. avg@n: the mean over problems of each problem's fraction of n samples correct; "
+            "pass@n: Chen et al.'s unbiased pass@k at k = n, strict, from the same samples.",
+            "Strict accuracy: mean [95 % interval] over seeds (each seed's avg@n over the problems is "
+            "one unit; Student's t, seeds - 1 degrees of freedom); for one evaluation (a base model), "
+            "± lm-eval's standard error over problems. Lenient and pass@n: mean ± sd over seeds. Mean "
+            "output length averaged over the benchmarks.",
+        ]
+        + _pass_gain_notes(collected)
+        + missing_notes(collected)
+    )
     frame = pd.DataFrame(rows_num)
     # Order rows the same way in every table: bases first, then training cells.
     return Table("downstream", frame, headers, rows_txt, notes)
@@ -398,8 +410,12 @@ def learning_rows(collected: Collected) -> list[str]:
     evaluated once: its sampling noise is shared by every seed and not in the interval."""
     tasks = verdicts.tasks_of(collected)
     base_dirs = {b.base.model: str(Path(b.base.eval_summary).parent) for b in collected.base if b.eval}
-    rows = ["| Model | Algorithm | Sizing | " + " | ".join(f"{t} accuracy − base (pts)" for t in tasks)
-            + " | Reward, last − first quarter |", "|---|---|---|" + "---|" * (len(tasks) + 1)]
+    rows = [
+        "| Model | Algorithm | Sizing | "
+        + " | ".join(f"{t} accuracy − base (pts)" for t in tasks)
+        + " | Reward, last − first quarter |",
+        "|---|---|---|" + "---|" * (len(tasks) + 1),
+    ]
     for model, algo, sizing, rs in groups(collected):
         cells = []
         for task in tasks:
@@ -432,15 +448,18 @@ def reference_rows(collected: Collected) -> list[str]:
             r = verdicts.base_straggler_rates(report)
             rates = ", base straggler rate " + " / ".join(f"G={g}: {v:.0%}" for g, v in sorted(r.items()))
         best = refs["best_static"] or "none (no straggler report)"
-        rows.append(f"- {model}: largest fixed G {refs['largest']}; best static G under δ = {grid.delta}: "
-                    f"{best}{rates}")
+        rows.append(
+            f"- {model}: largest fixed G {refs['largest']}; best static G under δ = {grid.delta}: {best}{rates}"
+        )
     return rows
 
 
 def _plan_note(reg) -> str:
     if reg.plan_provisional:
-        return (" **The plan is provisional** (`claims.plan_provisional`): its effects and spreads are "
-                "placeholders, not measured on development seeds, so the planned power is a guess.")
+        return (
+            " **The plan is provisional** (`claims.plan_provisional`): its effects and spreads are "
+            "placeholders, not measured on development seeds, so the planned power is a guess."
+        )
     return ""
 
 
@@ -448,14 +467,19 @@ def _primary_section(collected: Collected, claims: list[verdicts.Claim]) -> str:
     reg = collected.grid.claims
     fam = [c for c in claims if c.family == verdicts.PRIMARY]
     if not fam:
-        return ("## Primary claims\n\n- (no controller sizing in the grid)\n" if not any(
-            fixed_group_size(r.cell.sizing) is None for r in collected.cells) else
-            f"## Primary claims\n\n- none: `claims.controller` {reg.controller} has no complete pair\n")
+        return (
+            "## Primary claims\n\n- (no controller sizing in the grid)\n"
+            if not any(fixed_group_size(r.cell.sizing) is None for r in collected.cells)
+            else f"## Primary claims\n\n- none: `claims.controller` {reg.controller} has no complete pair\n"
+        )
     held, tested = verdicts.family_counts(claims, verdicts.PRIMARY)
     m = len(fam)
     low = [c.id for c in fam if c.power_planned < reg.power_target]
-    power = (f" Planned power below the target {reg.power_target:.0%}: {', '.join(low)}." if low else
-             f" Every primary has planned power ≥ {reg.power_target:.0%}.")
+    power = (
+        f" Planned power below the target {reg.power_target:.0%}: {', '.join(low)}."
+        if low
+        else f" Every primary has planned power ≥ {reg.power_target:.0%}."
+    )
     return (
         "## Primary claims (pre-registered)\n\n"
         f"**{held} of {m} primary claims hold** (Holm over these {m} claims only, family-wise error "
@@ -464,8 +488,10 @@ def _primary_section(collected: Collected, claims: list[verdicts.Claim]) -> str:
         "means, the pooled within-stratum spread, df = Σ (seeds − 1). Planned power: the config's plan "
         f"at these seeds, at α / {m} (the first Holm step, conservative); observed power: the planned "
         f"effect against the spread these seeds showed.{power}{_plan_note(reg)}\n\n"
-        + "\n".join(verdicts.summary_markdown(claims)) + "\n\n"
-        + "\n".join(f"- {c.line()}" for c in fam) + "\n"
+        + "\n".join(verdicts.summary_markdown(claims))
+        + "\n\n"
+        + "\n".join(f"- {c.line()}" for c in fam)
+        + "\n"
     )
 
 
@@ -474,10 +500,15 @@ def _control_section(claims: list[verdicts.Claim]) -> str:
     if not ctl:
         return "## Positive control\n\n- none: the grid has fewer than two fixed group sizes\n"
     c = ctl[0]
-    flag = "" if c.verdict == verdicts.HOLDS else (
-        f"**WARNING: THE POSITIVE CONTROL DID NOT HOLD ({c.verdict}).** {c.controller} should straggle "
-        f"less than {c.reference} in any world where group size matters: either the machinery (logging, "
-        "pairing, pooling) or the world is broken. Read no other claim of this page before finding out.\n\n")
+    flag = (
+        ""
+        if c.verdict == verdicts.HOLDS
+        else (
+            f"**WARNING: THE POSITIVE CONTROL DID NOT HOLD ({c.verdict}).** {c.controller} should straggle "
+            f"less than {c.reference} in any world where group size matters: either the machinery (logging, "
+            "pairing, pooling) or the world is broken. Read no other claim of this page before finding out.\n\n"
+        )
+    )
     return f"## Positive control\n\n{flag}- {c.line()}\n"
 
 
@@ -487,13 +518,17 @@ def _secondary_section(claims: list[verdicts.Claim]) -> str:
         fam = [c for c in claims if c.family == f"{verdicts.SECONDARY} {sid}"]
         if fam:
             held, _ = verdicts.family_counts(claims, f"{verdicts.SECONDARY} {sid}")
-            parts.append(f"### {sid}: {what} (gate {gate}; {held} of {len(fam)} hold)\n\n"
-                         + "\n".join(f"- {c.line()}" for c in fam))
+            parts.append(
+                f"### {sid}: {what} (gate {gate}; {held} of {len(fam)} hold)\n\n"
+                + "\n".join(f"- {c.line()}" for c in fam)
+            )
     if not parts:
         return ""
-    return ("## Secondary claims (gated)\n\nEach family refines one primary and is tested (Holm within the "
-            "family) only when that primary holds; otherwise its claims read *not tested* and their intervals "
-            "are description only.\n\n" + "\n\n".join(parts) + "\n")
+    return (
+        "## Secondary claims (gated)\n\nEach family refines one primary and is tested (Holm within the "
+        "family) only when that primary holds; otherwise its claims read *not tested* and their intervals "
+        "are description only.\n\n" + "\n\n".join(parts) + "\n"
+    )
 
 
 def _exploratory_section(claims: list[verdicts.Claim]) -> str:
@@ -501,8 +536,10 @@ def _exploratory_section(claims: list[verdicts.Claim]) -> str:
     if not fams:
         return ""
     body = "\n".join(f"- *{f}*: {c.line()}" for f in fams for c in claims if c.family == f)
-    return ("## Exploratory: other controllers (not pre-registered)\n\nThe primary claims' kinds for each "
-            f"other controller, Holm within each controller's family.\n\n{body}\n")
+    return (
+        "## Exploratory: other controllers (not pre-registered)\n\nThe primary claims' kinds for each "
+        f"other controller, Holm within each controller's family.\n\n{body}\n"
+    )
 
 
 def headline_markdown(collected: Collected, claims: list[verdicts.Claim] | None = None) -> str:
@@ -518,11 +555,14 @@ def headline_markdown(collected: Collected, claims: list[verdicts.Claim] | None 
         f"controller **{reg.controller}**, reference **{largest}** (the largest fixed G), registered cost "
         f"**{reg.cost}**, accuracy margin {reg.accuracy_margin * 100:g} pts ({reg.accuracy_margin_reason}), "
         f"budget margin ε = {reg.budget_margin * 100:g} pts ({reg.budget_margin_reason}), α = {reg.alpha:.0%}.\n\n"
-        + "\n".join(reference_rows(collected)) + "\n\n"
-        + "\n".join(s for s in sections if s) + "\n"
+        + "\n".join(reference_rows(collected))
+        + "\n\n"
+        + "\n".join(s for s in sections if s)
+        + "\n"
         "## Did training improve the policy?\n\n" + "\n".join(learning_rows(collected)) + "\n\n"
         "## Straggler rate of the fixed group sizes over training\n\n"
-        + "\n".join(straggler_structure(collected)) + "\n\n"
+        + "\n".join(straggler_structure(collected))
+        + "\n\n"
         "How to read a claim (`sagc.aggregate.verdicts`, `sagc.aggregate.primary`): one number per seed (the "
         "controller minus the reference of the same seed and prompt stream, or log of the reference over it "
         "for a speed-up); Student's t, 95 % interval in brackets (unadjusted). The p-value of each claim's "
@@ -546,10 +586,6 @@ def length_tail_table(collected: Collected) -> Table:
     """The length tail of the largest fixed G's rollouts, per model x algorithm (every step of
     every seed's ``lengths.jsonl`` pooled; ``sagc.lengths.tail_table``), next to the statistics
     of a real RL run (``sagc.lengths.REAL_RUN_TAIL``): does the world's tail look like a real one?"""
-    from sagc.lengths import REAL_RUN_TAIL, TAIL_GROUP_SIZE, tail_table
-    from sagc.trace import read_trace
-    from sagc.train.run import LENGTHS_FILE
-
     stats_ = list(REAL_RUN_TAIL)
     largest = reference_sizing(r.cell.sizing for r in collected.cells)
     rows_num, rows_txt = [{"model": "real run", "algorithm": "-", "sizing": "-", "seeds": "", **REAL_RUN_TAIL}], []
@@ -566,10 +602,12 @@ def length_tail_table(collected: Collected) -> Table:
                         + [_tail_fmt(k, tail[k]) for k in stats_])  # fmt: skip
     rows_txt[0][4] = "-"
     headers = ["Model", "Algorithm", "Sizing", "Seeds", f"Blocks of {TAIL_GROUP_SIZE}"] + stats_
-    notes = [f"Every step of every seed's lengths.jsonl of the largest fixed G ({largest}), seeds pooled, cut "
-             f"into blocks of {TAIL_GROUP_SIZE} completions of one prompt (sagc.lengths.tail_table); the first row "
-             "is a real RL run's (sagc.lengths.REAL_RUN_TAIL). Shares in %; sd of log length and the between-"
-             "prompt share of its variance as numbers."] + missing_notes(collected)
+    notes = [
+        f"Every step of every seed's lengths.jsonl of the largest fixed G ({largest}), seeds pooled, cut "
+        f"into blocks of {TAIL_GROUP_SIZE} completions of one prompt (sagc.lengths.tail_table); the first row "
+        "is a real RL run's (sagc.lengths.REAL_RUN_TAIL). Shares in %; sd of log length and the between-"
+        "prompt share of its variance as numbers."
+    ] + missing_notes(collected)
     return Table("length_tail", pd.DataFrame(rows_num), headers, rows_txt, notes)
 
 
@@ -612,9 +650,11 @@ def _pass_gain_notes(collected: Collected) -> list[str]:
     held = sum(c.verdict == verdicts.HOLDS for c in fam)
     p = max((c.p_holm for c in fam if not math.isnan(c.p_holm)), default=math.nan)
     per = "; ".join(f"{c.model} {c.algorithm.upper()} {c.claim.split(' ')[0]} {c.shown()} ({c.verdict})" for c in fam)
-    return [f"Exploratory family (not pre-registered): at {fam[0].controller}, the avg@n gain over the base model "
-            f"exceeds the pass@n gain (per seed, gain difference): {per}. Holm over the {len(fam)}: {held} hold, "
-            f"largest adjusted p {'-' if math.isnan(p) else format(p, '.3g')}."]
+    return [
+        f"Exploratory family (not pre-registered): at {fam[0].controller}, the avg@n gain over the base model "
+        f"exceeds the pass@n gain (per seed, gain difference): {per}. Holm over the {len(fam)}: {held} hold, "
+        f"largest adjusted p {'-' if math.isnan(p) else format(p, '.3g')}."
+    ]
 
 
 def write_tables(collected: Collected, directory: str | Path | None = None) -> list[Path]:

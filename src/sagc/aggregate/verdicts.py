@@ -111,12 +111,23 @@ class Claim:
                 "power_observed": self.power_observed, "detail": self.detail}  # fmt: skip
 
     @classmethod
-    def from_row(cls, r) -> "Claim":
+    def from_row(cls, r) -> Claim:
         """The claim of a ``headline.csv`` row (a mapping or a namedtuple of ``row()``'s keys)."""
         get = r.get if hasattr(r, "get") else lambda k, d=None: getattr(r, k, d)
         text = lambda k: "" if not isinstance(get(k), str) else get(k)  # noqa: E731  (CSV: NaN for "")
-        iv = paired.Interval(get("estimate"), get("low"), get("high"), int(get("seeds")), get("null"), get("p"),
-                             get("sd"), get("scale") == "log", get("se"), get("df"), int(get("strata")))
+        iv = paired.Interval(
+            get("estimate"),
+            get("low"),
+            get("high"),
+            int(get("seeds")),
+            get("null"),
+            get("p"),
+            get("sd"),
+            get("scale") == "log",
+            get("se"),
+            get("df"),
+            int(get("strata")),
+        )
         return cls(get("model"), get("algorithm"), get("controller"), get("reference"), get("claim"),
                    text("side"), iv, text("detail"), get("p_holm"), get("verdict"), get("mde"), text("family"),
                    text("id"), text("gate"), get("power_planned"), get("power_observed"))  # fmt: skip
@@ -186,7 +197,9 @@ def base_straggler_rates(report: str | Path) -> dict[int, float]:
         raw = json.loads(path.read_text())
         return {int(r["group_size"]): float(r["straggler_rate"]) for r in raw["per_group_size"]}
     except (OSError, json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-        raise ValueError(f"{path}: not a straggler report with per_group_size[].group_size/straggler_rate: {exc}") from exc
+        raise ValueError(
+            f"{path}: not a straggler report with per_group_size[].group_size/straggler_rate: {exc}"
+        ) from exc
 
 
 def best_static(sizings, rates: dict[int, float], delta: float) -> str | None:
@@ -269,4 +282,3 @@ def family_counts(claims: list[Claim], family: str) -> tuple[int, int]:
     """(holding, testable) claims of one family."""
     fam = [c for c in claims if c.family == family]
     return sum(c.verdict == HOLDS for c in fam), sum(c.interval.testable for c in fam)
-

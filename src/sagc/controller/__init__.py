@@ -37,7 +37,22 @@ from sagc.controller.sagc import (
 )
 
 __all__ = [
-    "MEASUREMENT_KEYS", "POLICIES", "Policy", "Sizing", "fixed_group_size", "grid_group_sizes", "make_group_sizer",
-    "measurement", "parse_sizing", "sizing_pattern", "SELECTIONS", "STATE_VERSION", "FixedGroupSize",
-    "GroupSizer", "SAGCConfig", "SAGCController", "StepRecord", "summarize",
+    "MEASUREMENT_KEYS",
+    "POLICIES",
+    "Policy",
+    "Sizing",
+    "fixed_group_size",
+    "grid_group_sizes",
+    "make_group_sizer",
+    "measurement",
+    "parse_sizing",
+    "sizing_pattern",
+    "SELECTIONS",
+    "STATE_VERSION",
+    "FixedGroupSize",
+    "GroupSizer",
+    "SAGCConfig",
+    "SAGCController",
+    "StepRecord",
+    "summarize",
 ]

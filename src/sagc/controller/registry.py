@@ -59,8 +59,9 @@ from __future__ import annotations
 
 import importlib
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from sagc.controller.sagc import FixedGroupSize, GroupSizer, SAGCConfig, SAGCController
 
@@ -91,8 +92,14 @@ class Policy:
     _config: type | str
     _build: Callable[[Any], GroupSizer] | str
 
-    def __init__(self, name: str, block: str, config: type | str, build: Callable[[Any], GroupSizer] | str,
-                 inherits: str | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        block: str,
+        config: type | str,
+        build: Callable[[Any], GroupSizer] | str,
+        inherits: str | None = None,
+    ) -> None:
         # Frozen: assigned once, here; ``config`` and ``build`` resolve the refs on access.
         for key, value in (("name", name), ("block", block), ("inherits", inherits),
                            ("_config", config), ("_build", build)):  # fmt: skip
@@ -126,13 +133,28 @@ POLICIES: dict[str, Policy] = {
         Policy("sagc", block="sagc", config=SAGCConfig, build=SAGCController),
         # Prompt-aware: tail batching + one SAGC per round kind (sagc.prompt_aware, which
         # imports the controller: named, not imported).
-        Policy("sagc-prompt", block="sagc_prompt", config="sagc.prompt_aware.config:PromptSAGCConfig",
-               build="sagc.prompt_aware.policy:build_prompt_sagc", inherits="sagc"),
+        Policy(
+            "sagc-prompt",
+            block="sagc_prompt",
+            config="sagc.prompt_aware.config:PromptSAGCConfig",
+            build="sagc.prompt_aware.policy:build_prompt_sagc",
+            inherits="sagc",
+        ),
         # Rule-based baselines (sagc.controller.rules): SAGC's candidates, tau and delta.
-        Policy("aimd", block="aimd", config="sagc.controller.rules:AIMDConfig",
-               build="sagc.controller.rules:AIMDRule", inherits="sagc"),
-        Policy("threshold", block="threshold", config="sagc.controller.rules:ThresholdConfig",
-               build="sagc.controller.rules:ThresholdRule", inherits="sagc"),
+        Policy(
+            "aimd",
+            block="aimd",
+            config="sagc.controller.rules:AIMDConfig",
+            build="sagc.controller.rules:AIMDRule",
+            inherits="sagc",
+        ),
+        Policy(
+            "threshold",
+            block="threshold",
+            config="sagc.controller.rules:ThresholdConfig",
+            build="sagc.controller.rules:ThresholdRule",
+            inherits="sagc",
+        ),
     )
 }
 
@@ -249,8 +271,8 @@ def parse_sizing(name: Any, key: str | None = None) -> Sizing:
     for base in sorted(POLICIES, key=len, reverse=True):
         if name == base:
             return Sizing(name, policy=POLICIES[base])
-        if name.startswith(base + "-") and re.fullmatch(VARIANT_PATTERN, name[len(base) + 1:]):
-            return Sizing(name, policy=POLICIES[base], variant=name[len(base) + 1:])
+        if name.startswith(base + "-") and re.fullmatch(VARIANT_PATTERN, name[len(base) + 1 :]):
+            return Sizing(name, policy=POLICIES[base], variant=name[len(base) + 1 :])
     raise fail(expected_forms())
 
 

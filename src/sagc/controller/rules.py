@@ -19,8 +19,9 @@ declared there once; the block's other SAGC keys (eta, prior, ...) are checked b
 """
 
 import math
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields
-from typing import Annotated, Any, Iterable, Optional
+from typing import Annotated, Any
 
 from pydantic import Field
 
@@ -108,8 +109,10 @@ class RuleConfig:
 class AIMDConfig(RuleConfig):
     """``aimd``: down one candidate after a straggler, up one after ``quiet_steps`` quiet steps."""
 
-    quiet_steps: Annotated[Optional[PositiveInt], Field(
-        description="quiet steps in a row before G moves up (null: ln 2 / -ln(1 - delta), rounded)")] = None
+    quiet_steps: Annotated[
+        PositiveInt | None,
+        Field(description="quiet steps in a row before G moves up (null: ln 2 / -ln(1 - delta), rounded)"),
+    ] = None
     block = "aimd"
 
     @property
@@ -121,10 +124,13 @@ class AIMDConfig(RuleConfig):
 class ThresholdConfig(RuleConfig):
     """``threshold``: an EMA of the straggler flags against delta, with hysteresis ``margin``."""
 
-    ema: Annotated[Number(gt=0, le=1), Field(
-        description="weight of the newest straggler flag in the moving rate (1 / memory in steps)")] = 0.1
-    margin: Annotated[Number(ge=0, lt=1), Field(
-        description="G moves up only when the moving rate is below delta - margin")] = 0.1
+    ema: Annotated[
+        Number(gt=0, le=1),
+        Field(description="weight of the newest straggler flag in the moving rate (1 / memory in steps)"),
+    ] = 0.1
+    margin: Annotated[
+        Number(ge=0, lt=1), Field(description="G moves up only when the moving rate is below delta - margin")
+    ] = 0.1
     block = "threshold"
 
 
@@ -195,8 +201,10 @@ class _Rule(GroupSizer):
         except (TypeError, ValueError) as e:
             raise ValueError(f"{self.kind} state key 'config': {e}") from None
         if saved.sorted_candidates != self.candidates:
-            raise ValueError(f"state was saved with candidates {list(saved.sorted_candidates)}, "
-                             f"this {self.kind} rule has {list(self.candidates)}")
+            raise ValueError(
+                f"state was saved with candidates {list(saved.sorted_candidates)}, "
+                f"this {self.kind} rule has {list(self.candidates)}"
+            )
         step, n_stragglers = _state_counts(state, self.kind)
         index = _state_int(state, self.kind, "index", 0, len(self.candidates) - 1)
         own = self._load_own_state(state)

@@ -60,8 +60,9 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Annotated, Any, Iterable, Optional, Protocol, Sequence, runtime_checkable
+from typing import Annotated, Any, Protocol, runtime_checkable
 
 import numpy as np
 from pydantic import BeforeValidator, Field
@@ -83,7 +84,7 @@ def _plain_int(value: Any) -> Any:
     return int(value) if isinstance(value, np.integer) else value
 
 
-def Whole(**bounds: int) -> Any:  # noqa: N802 - used as a type
+def Whole(**bounds: int) -> Any:
     """An integer within ``bounds`` (ge/le), numpy's too; not a bool, not ``4.0``. (The bounds
     come before the conversion: after it, pydantic would not write them into a JSON schema.)"""
     return Annotated[int, Field(strict=True, **bounds), BeforeValidator(_plain_int)]
@@ -103,29 +104,41 @@ class SAGCConfig:
     lists), so the config stays hashable.
     """
 
-    candidates: Annotated[tuple[GroupSize, ...], Field(
-        min_length=1, description="the group sizes G the controller chooses from")] = (4, 8, 16)
-    tau: Annotated[Number(gt=1), Field(
-        description="a step straggles when its longest rollout is over tau times the median one")] = 2.0
-    delta: Annotated[Number(gt=0, lt=1), Field(
-        description="the straggler budget: the share of straggling steps tolerated")] = 0.3
+    candidates: Annotated[
+        tuple[GroupSize, ...], Field(min_length=1, description="the group sizes G the controller chooses from")
+    ] = (4, 8, 16)
+    tau: Annotated[
+        Number(gt=1), Field(description="a step straggles when its longest rollout is over tau times the median one")
+    ] = 2.0
+    delta: Annotated[
+        Number(gt=0, lt=1), Field(description="the straggler budget: the share of straggling steps tolerated")
+    ] = 0.3
     eta: Annotated[Number(gt=0), Field(description="step size of the dual ascent on lambda")] = 0.5
     lambda_max: Annotated[Number(gt=0), Field(description="upper clip of lambda")] = 20.0
-    forgetting: Annotated[Number(gt=0, le=1), Field(
-        description="per-step decay of every posterior toward the prior (1: no forgetting)")] = 0.95
-    prior: Annotated[tuple[Number(gt=0), ...], Field(
-        min_length=2, max_length=2, description="the Beta prior (alpha0, beta0) of every candidate's risk")] = (1.0, 1.0)
-    initial: Annotated[Optional[Whole()], Field(
-        description="G of the first rollout, one of the candidates (null: the middle one)")] = None
-    radius: Annotated[PositiveInt, Field(
-        description="candidates eligible on each side of the current G (local search)")] = 1
-    scope: Annotated[OneOf(SCOPES), Field(
-        description="step = max/median over the whole step; group = over any prompt group")] = "step"
+    forgetting: Annotated[
+        Number(gt=0, le=1), Field(description="per-step decay of every posterior toward the prior (1: no forgetting)")
+    ] = 0.95
+    prior: Annotated[
+        tuple[Number(gt=0), ...],
+        Field(min_length=2, max_length=2, description="the Beta prior (alpha0, beta0) of every candidate's risk"),
+    ] = (1.0, 1.0)
+    initial: Annotated[
+        Whole() | None, Field(description="G of the first rollout, one of the candidates (null: the middle one)")
+    ] = None
+    radius: Annotated[
+        PositiveInt, Field(description="candidates eligible on each side of the current G (local search)")
+    ] = 1
+    scope: Annotated[
+        OneOf(SCOPES), Field(description="step = max/median over the whole step; group = over any prompt group")
+    ] = "step"
     seed: Annotated[Integer, Field(description="seed of the Thompson sampling")] = 0
-    counterfactual: Annotated[Flag, Field(
-        description="beyond the paper: also update every smaller G from the step's disjoint sub-groups")] = False
-    selection: Annotated[OneOf(SELECTIONS), Field(
-        description="lagrangian = the paper's score; constrained = largest G whose sampled risk <= delta")] = "lagrangian"
+    counterfactual: Annotated[
+        Flag, Field(description="beyond the paper: also update every smaller G from the step's disjoint sub-groups")
+    ] = False
+    selection: Annotated[
+        OneOf(SELECTIONS),
+        Field(description="lagrangian = the paper's score; constrained = largest G whose sampled risk <= delta"),
+    ] = "lagrangian"
 
     def __post_init__(self) -> None:
         self.validate()
@@ -137,16 +150,14 @@ class SAGCConfig:
         if len(set(cands)) != len(cands):
             raise ValueError(f"SAGCConfig.candidates has duplicates: {list(cands)}")
         if self.initial is not None and self.initial not in cands:
-            raise ValueError(
-                f"SAGCConfig.initial={self.initial} is not one of the candidates {list(cands)}"
-            )
+            raise ValueError(f"SAGCConfig.initial={self.initial} is not one of the candidates {list(cands)}")
 
     @property
     def sorted_candidates(self) -> tuple[int, ...]:
         return tuple(sorted(self.candidates))
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "SAGCConfig":
+    def from_dict(cls, d: dict[str, Any]) -> SAGCConfig:
         if not isinstance(d, dict):
             raise ValueError(f"SAGCConfig must be a mapping of its keys, got {type(d).__name__}")
         unknown = set(d) - {f for f in cls.__dataclass_fields__}
@@ -215,8 +226,9 @@ class GroupSizer(Protocol):
 
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
-    def prompt_stream(self, base: PromptStream, token_ids: Sequence[Sequence[int]] | None = None,
-                      features: np.ndarray | None = None) -> PromptStream:
+    def prompt_stream(
+        self, base: PromptStream, token_ids: Sequence[Sequence[int]] | None = None, features: np.ndarray | None = None
+    ) -> PromptStream:
         """The stream the run's steps draw their prompts from, called once before the first step.
 
         ``base`` is the run's plain stream; ``token_ids`` (a trainer's tokenized prompts, or

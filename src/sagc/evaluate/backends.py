@@ -19,6 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from sagc.evaluate.recorder import GenerationRecord, measure_generation
 from sagc.tokenizers import load_tokenizer  # one loader for training and evaluation
 
 # One vLLM check for training and evaluation (installed, inside TRL's window).
@@ -54,8 +55,6 @@ def make_hf_lm(
     from lm_eval.models.huggingface import HFLM
     from lm_eval.models.utils import postprocess_generated_text
 
-    from sagc.evaluate.recorder import measure_generation
-
     class RecordingHFLM(HFLM):
         """HFLM that measures each generated row before lm-eval decodes and cuts it."""
 
@@ -71,7 +70,11 @@ def make_hf_lm(
 
             for row in out[:, n_ctx:].tolist():
                 record = measure_generation(
-                    row, budget=budget, eos_ids=eos, pad_id=pad, stop_strings=stop,
+                    row,
+                    budget=budget,
+                    eos_ids=eos,
+                    pad_id=pad,
+                    stop_strings=stop,
                     decode=raw_decode,
                 )
                 # The exact string generate_until will return for this row (no think token).
@@ -139,8 +142,6 @@ def make_vllm_lm(model_args: str, recorder):
     from lm_eval.models.utils import postprocess_generated_text
     from lm_eval.models.vllm_causallms import VLLM
 
-    from sagc.evaluate.recorder import GenerationRecord
-
     class RecordingVLLM(VLLM):
         """VLLM that measures each output before lm-eval cuts it at the stop strings."""
 
@@ -153,8 +154,12 @@ def make_vllm_lm(model_args: str, recorder):
                 completion = output.outputs[0]
                 # The exact string generate_until will return for this output.
                 text = postprocess_generated_text(completion.text, list(sp.stop or []), self.think_end_token)
-                recorder.add(text, GenerationRecord(n_tokens=len(completion.token_ids),
-                                                    truncated=completion.finish_reason == "length"))
+                recorder.add(
+                    text,
+                    GenerationRecord(
+                        n_tokens=len(completion.token_ids), truncated=completion.finish_reason == "length"
+                    ),
+                )
             return outputs
 
     return RecordingVLLM.create_from_arg_string(model_args, {"batch_size": "auto"})

@@ -23,10 +23,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, get_args
+from typing import Any, get_args
 
 from sagc.evaluate.config import EvalConfig, parse_batch_size
+from sagc.evaluate.stage import stage
+from sagc.evaluate.taskcfg import task_yaml_paths
 
 
 def _csv(value: str) -> list[str]:
@@ -80,8 +83,9 @@ def _add_cell_flags(run: argparse.ArgumentParser) -> None:
         if info.annotation is bool:
             run.add_argument(*flags, dest=key, action="store_const", const=True, default=None, help=info.description)
         else:
-            run.add_argument(*flags, dest=key, type=_flag_type(key, info.annotation), default=None,
-                             help=info.description)
+            run.add_argument(
+                *flags, dest=key, type=_flag_type(key, info.annotation), default=None, help=info.description
+            )
 
 
 def cell_from_args(args: argparse.Namespace) -> EvalConfig:
@@ -97,15 +101,23 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="evaluate one model with lm-eval and write summary.json")
-    run.add_argument("--config", type=Path, default=None,
-                     help="an evaluation cell (JSON, as the pipeline writes eval.json); flags replace its keys")
+    run.add_argument(
+        "--config",
+        type=Path,
+        default=None,
+        help="an evaluation cell (JSON, as the pipeline writes eval.json); flags replace its keys",
+    )
     _add_cell_flags(run)
 
     st = sub.add_parser("stage", help="cache the paper benchmarks locally (needs network once)")
     st.add_argument("--benchmarks", type=_csv, required=True, help="aime24,amc23,gpqa_diamond")
     st.add_argument("--cache", type=Path, required=True)
-    st.add_argument("--source-dir", type=Path, default=None,
-                    help="stage from local copies <DIR>/<benchmark>.jsonl|.json|.csv|.parquet")
+    st.add_argument(
+        "--source-dir",
+        type=Path,
+        default=None,
+        help="stage from local copies <DIR>/<benchmark>.jsonl|.json|.csv|.parquet",
+    )
     st.add_argument("--force", action="store_true", help="re-stage even if the cache file exists")
 
     sub.add_parser("tasks", help="list the packaged task names")
@@ -121,8 +133,6 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _stage(args: argparse.Namespace) -> int:
-    from sagc.evaluate.stage import stage
-
     paths = stage(args.benchmarks, args.cache, args.source_dir, args.force)
     for name, path in paths.items():
         print(f"{name}: {path}")
@@ -136,8 +146,6 @@ def main(argv: list[str] | None = None) -> int:
             return _run(args)
         if args.command == "stage":
             return _stage(args)
-        from sagc.evaluate.taskcfg import task_yaml_paths
-
         for name, path in task_yaml_paths().items():
             print(f"{name}\t{path}")
         return 0

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Optional, Union
+from typing import Annotated, Any, ClassVar
 
 from pydantic import BeforeValidator, Field, ValidationError, field_validator, model_validator
 
@@ -36,7 +36,7 @@ PathText = Annotated[Text, BeforeValidator(lambda v: os.fspath(v) if isinstance(
 
 #: lm-eval's batch size: a positive integer, or ``auto`` / ``auto:N`` (lm-eval searches the
 #: largest batch that fits, N times over the run).
-BatchSize = Union[PositiveInt, Annotated[str, Field(strict=True, pattern=r"^auto(:[0-9]+)?$")]]
+BatchSize = PositiveInt | Annotated[str, Field(strict=True, pattern=r"^auto(:[0-9]+)?$")]
 
 
 def parse_batch_size(value: int | str) -> int | str:
@@ -55,13 +55,18 @@ class GenerationOverrides(Section):
     ``repeats`` (n samples per problem, for avg@n and pass@n): one n for every task, or a
     mapping task -> n (tasks it leaves out keep their YAML's n)."""
 
-    max_gen_toks: Optional[PositiveInt] = Field(None, description="generated tokens at most (the task YAML's cap "
-                                                "otherwise)")
-    temperature: Optional[Number(ge=0.0)] = Field(None, description="0 = greedy")
-    top_p: Optional[Number(gt=0.0, le=1.0)] = None
-    repeats: Union[PositiveInt, dict[Text, PositiveInt], None] = Field(None, description=(
-        "samples per problem n (avg@n and pass@n, from the same samples): one n for every task, or task -> n "
-        "(others keep their task YAML's n); use with temperature > 0"))
+    max_gen_toks: PositiveInt | None = Field(
+        None, description="generated tokens at most (the task YAML's cap otherwise)"
+    )
+    temperature: Number(ge=0.0) | None = Field(None, description="0 = greedy")
+    top_p: Number(gt=0.0, le=1.0) | None = None
+    repeats: PositiveInt | dict[Text, PositiveInt] | None = Field(
+        None,
+        description=(
+            "samples per problem n (avg@n and pass@n, from the same samples): one n for every task, or task -> n "
+            "(others keep their task YAML's n); use with temperature > 0"
+        ),
+    )
 
     @field_validator("repeats", mode="wrap")
     @classmethod
@@ -69,8 +74,9 @@ class GenerationOverrides(Section):
         try:
             return handler(value)
         except ValidationError:  # pydantic's report names each branch of the union
-            raise ValueError(f"repeats must be a positive integer or a mapping task -> positive integer, "
-                             f"got {value!r}") from None
+            raise ValueError(
+                f"repeats must be a positive integer or a mapping task -> positive integer, got {value!r}"
+            ) from None
 
     def repeats_for(self, task: str) -> int | None:
         """The run's n for ``task``, or None to keep the YAML's."""
@@ -86,21 +92,25 @@ class EvalSettings(GenerationOverrides):
 
     section_key: ClassVar[str] = ""
     tasks: Annotated[list[Text], Expect("a non-empty list of task names")] = Field(
-        ..., min_length=1, description="packaged task names (python -m sagc.evaluate tasks)")
+        ..., min_length=1, description="packaged task names (python -m sagc.evaluate tasks)"
+    )
     backend: OneOf(BACKENDS) = Field("hf", description="hf: transformers (CPU); vllm: vLLM (GPU)")
-    limit: Optional[PositiveInt] = Field(None, description="documents per task (null: all)")
-    batch_size: BatchSize = Field(8, description=(
-        "rows per batch, or 'auto' / 'auto:N' (lm-eval finds the largest that fits)"))
+    limit: PositiveInt | None = Field(None, description="documents per task (null: all)")
+    batch_size: BatchSize = Field(
+        8, description=("rows per batch, or 'auto' / 'auto:N' (lm-eval finds the largest that fits)")
+    )
     device: Text = Field("cpu", description="hf backend: the torch device")
     seed: Integer = Field(0, description="lm-eval's random, numpy, torch and few-shot seeds, and vLLM's")
-    threads: Optional[PositiveInt] = Field(None, description="torch CPU threads (null: torch's own choice)")
-    apply_chat_template: Flag = Field(False, description=(
-        "wrap prompts in the tokenizer's chat template (instruct models)"))
+    threads: PositiveInt | None = Field(None, description="torch CPU threads (null: torch's own choice)")
+    apply_chat_template: Flag = Field(
+        False, description=("wrap prompts in the tokenizer's chat template (instruct models)")
+    )
     tensor_parallel_size: PositiveInt = Field(1, description="vllm backend: GPUs per model")
     gpu_memory_utilization: Number(gt=0.0, le=1.0) = Field(0.9, description="vllm backend: memory fraction")
-    max_model_len: Optional[PositiveInt] = Field(None, description="vllm backend: max model length")
-    dtype: Text = Field("auto", description=(
-        "vllm backend: weights dtype (auto keeps a bf16 checkpoint's; float32 to match hf on CPU)"))
+    max_model_len: PositiveInt | None = Field(None, description="vllm backend: max model length")
+    dtype: Text = Field(
+        "auto", description=("vllm backend: weights dtype (auto keeps a bf16 checkpoint's; float32 to match hf on CPU)")
+    )
 
     @field_validator("batch_size", mode="wrap")
     @classmethod
@@ -122,24 +132,31 @@ class EvalConfig(EvalSettings):
     hub world's ``models/<model>/base.json``), whose ``path`` is the local snapshot folder:
     a base model's folder is known only once its job has resolved it."""
 
-    model: Optional[PathText] = Field(None, description="model folder (weights + tokenizer)")
-    model_json: Optional[PathText] = Field(None, description=(
-        "a resolved model's record (the hub world's models/<model>/base.json): evaluate the local "
-        "snapshot folder in its 'path'"))
-    data_dir: PathText = Field(..., description="folder with the tasks' data files (tiny-world splits or benchmark "
-                               "cache)")
+    model: PathText | None = Field(None, description="model folder (weights + tokenizer)")
+    model_json: PathText | None = Field(
+        None,
+        description=(
+            "a resolved model's record (the hub world's models/<model>/base.json): evaluate the local "
+            "snapshot folder in its 'path'"
+        ),
+    )
+    data_dir: PathText = Field(
+        ..., description="folder with the tasks' data files (tiny-world splits or benchmark cache)"
+    )
     out: PathText = Field(..., description="output folder")
     cell: str = Field("", description="cell id recorded in summary.json")
 
     @model_validator(mode="after")
-    def _one_model(self) -> "EvalConfig":
+    def _one_model(self) -> EvalConfig:
         if (self.model is None) == (self.model_json is None):
-            raise ValueError("exactly one of model (a folder) and model_json (a resolved model's record) must be "
-                             f"set, got model={self.model!r}, model_json={self.model_json!r}")
+            raise ValueError(
+                "exactly one of model (a folder) and model_json (a resolved model's record) must be "
+                f"set, got model={self.model!r}, model_json={self.model_json!r}"
+            )
         return self
 
     @classmethod
-    def from_file(cls, path: str | Path, **overrides: Any) -> "EvalConfig":
+    def from_file(cls, path: str | Path, **overrides: Any) -> EvalConfig:
         """The cell in the JSON file ``path`` (as the pipeline writes it), keys in
         ``overrides`` replaced; errors name the file."""
         try:

@@ -8,7 +8,8 @@ already has the right columns still needs one here (the ids differ per source).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 
 def _get(row: dict, name: str, where: str) -> Any:
@@ -46,17 +47,25 @@ def amc(rows: Iterable[dict], where: str, year: int) -> list[dict]:
         url = str(_get(r, "url", where))
         if str(year) not in url:
             continue
-        out.append({
-            "id": str(_get(r, "id", where)),
-            "problem": str(_get(r, "problem", where)),
-            "answer": _fmt_answer(_get(r, "answer", where)),
-            "url": url,
-        })
+        out.append(
+            {
+                "id": str(_get(r, "id", where)),
+                "problem": str(_get(r, "problem", where)),
+                "answer": _fmt_answer(_get(r, "answer", where)),
+                "url": url,
+            }
+        )
     return out
 
 
-GPQA_COLUMNS = ("Record ID", "Question", "Correct Answer",
-                "Incorrect Answer 1", "Incorrect Answer 2", "Incorrect Answer 3")
+GPQA_COLUMNS = (
+    "Record ID",
+    "Question",
+    "Correct Answer",
+    "Incorrect Answer 1",
+    "Incorrect Answer 2",
+    "Incorrect Answer 3",
+)
 
 
 def gpqa(rows: Iterable[dict], where: str) -> list[dict]:

@@ -21,8 +21,8 @@ Definitions (one place, used by the summary):
 from __future__ import annotations
 
 from collections import defaultdict, deque
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterable, Sequence
 
 
 @dataclass(frozen=True)

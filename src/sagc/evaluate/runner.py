@@ -21,8 +21,8 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from sagc.evaluate.backends import make_hf_lm, make_vllm_lm, require_vllm, shutdown_vllm, vllm_model_args
 from sagc.evaluate.config import EvalConfig
@@ -31,6 +31,7 @@ from sagc.evaluate.summary import measure_samples, task_summary, validate_summar
 from sagc.evaluate.taskcfg import max_gen_toks_of, write_run_tasks
 from sagc.hub_switches import HUB_OFFLINE_FLAGS
 from sagc.io import atomic_write_json
+from sagc.tokenizers import load_tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -115,14 +116,10 @@ def run_evaluation(cfg: EvalConfig, *, lm=None, tokenizer=None) -> dict:
             model, model_args = lm, ""
             recorder = getattr(lm, "recorder", None)
         elif cfg.backend == "hf":
-            model, tokenizer = make_hf_lm(
-                model_dir, recorder, batch_size=cfg.batch_size, device=cfg.device
-            )
+            model, tokenizer = make_hf_lm(model_dir, recorder, batch_size=cfg.batch_size, device=cfg.device)
             model.recorder = recorder
             model_args = f"pretrained={model_dir}"
         else:
-            from sagc.tokenizers import load_tokenizer
-
             model_args = vllm_model_args(
                 model_dir,
                 tensor_parallel_size=cfg.tensor_parallel_size,

@@ -17,7 +17,8 @@ only the first sample, so the YAMLs register ``keep_all_samples`` as their filte
 from __future__ import annotations
 
 import random
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from sagc.answers import is_correct, is_correct_lenient
 
@@ -100,9 +101,7 @@ def process_gpqa_docs(dataset):
     ``Incorrect Answer 1..3``) as staged by ``sagc.evaluate stage``; adds ``choice1..4`` and
     ``answer`` (the letter of the correct choice).
     """
-    required = ["Record ID", "Question", "Correct Answer"] + [
-        f"Incorrect Answer {i}" for i in (1, 2, 3)
-    ]
+    required = ["Record ID", "Question", "Correct Answer"] + [f"Incorrect Answer {i}" for i in (1, 2, 3)]
     missing = [c for c in required if c not in dataset.column_names]
     if missing:
         raise ValueError(f"GPQA data lacks column(s) {missing}; has {dataset.column_names}")

@@ -124,8 +124,12 @@ def stage_benchmark(name: str, cache: Path, source_dir: Path | None = None, forc
     atomic_write_text(target, text)
     atomic_write_json(
         cache / f"{name}.meta.json",
-        {"benchmark": name, "source": source, "rows": len(rows),
-         "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest()},
+        {
+            "benchmark": name,
+            "source": source,
+            "rows": len(rows),
+            "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
+        },
     )
     return target
 

@@ -28,15 +28,24 @@ The per-generation figures behind the means go to ``output_lengths.jsonl`` next 
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from scipy.special import comb
 
 from sagc.evaluate.recorder import GenerationRecord, GenerationRecorder
 from sagc.evaluate.scoring import FILTER, LENIENT_METRIC, METRIC
 
-SUMMARY_FIELDS = ("accuracy", "accuracy_stderr", "accuracy_lenient", "pass_at_k", "samples_per_problem",
-                  "mean_output_tokens", "truncation_rate", "n_samples")
+SUMMARY_FIELDS = (
+    "accuracy",
+    "accuracy_stderr",
+    "accuracy_lenient",
+    "pass_at_k",
+    "samples_per_problem",
+    "mean_output_tokens",
+    "truncation_rate",
+    "n_samples",
+)
 _FLOAT_FIELDS = ("accuracy", "accuracy_stderr", "accuracy_lenient", "mean_output_tokens", "truncation_rate")
 _INT_FIELDS = ("samples_per_problem", "n_samples")
 
@@ -71,13 +80,15 @@ def measure_samples(
                 n = len(tokenizer.encode(text, add_special_tokens=False))
                 record = GenerationRecord(n_tokens=n, truncated=n >= max_gen_toks)
                 source = "retokenized"
-            rows.append({
-                "doc_id": sample.get("doc_id"),
-                "repeat": k,
-                "n_tokens": record.n_tokens,
-                "truncated": record.truncated,
-                "source": source,
-            })
+            rows.append(
+                {
+                    "doc_id": sample.get("doc_id"),
+                    "repeat": k,
+                    "n_tokens": record.n_tokens,
+                    "truncated": record.truncated,
+                    "source": source,
+                }
+            )
     return rows
 
 
@@ -115,13 +126,14 @@ def pass_at_k_curve(samples: Iterable[dict]) -> tuple[int, dict[str, float]]:
         raise ValueError("no logged sample to compute pass@k from")
     n = min(n for n, _ in counts)
     if any(m != n for m, _ in counts):
-        raise ValueError(f"problems carry different sample counts {sorted({m for m, _ in counts})}: "
-                         "pass@k needs the same n for every problem")
+        raise ValueError(
+            f"problems carry different sample counts {sorted({m for m, _ in counts})}: "
+            "pass@k needs the same n for every problem"
+        )
     return n, {str(k): sum(pass_at_k(n, c, k) for _, c in counts) / len(counts) for k in pass_at_ks(n)}
 
 
-def task_summary(task_results: dict, n_docs: int, length_rows: list[dict],
-                 samples: list[dict]) -> dict[str, Any]:
+def task_summary(task_results: dict, n_docs: int, length_rows: list[dict], samples: list[dict]) -> dict[str, Any]:
     """One task's summary entry from lm-eval's results, the length rows and its samples."""
     key, lenient = f"{METRIC},{FILTER}", f"{LENIENT_METRIC},{FILTER}"
     for needed in (key, lenient):
@@ -160,7 +172,10 @@ def validate_summary(summary: dict) -> dict:
             if not isinstance(fields[name], float) or not math.isfinite(fields[name]):
                 raise ValueError(f"summary task {task!r}: {name} must be a finite float")
         curve = fields["pass_at_k"]
-        if not isinstance(curve, dict) or not curve or not all(
-                k.isdigit() and isinstance(v, float) and 0.0 <= v <= 1.0 for k, v in curve.items()):
+        if (
+            not isinstance(curve, dict)
+            or not curve
+            or not all(k.isdigit() and isinstance(v, float) and 0.0 <= v <= 1.0 for k, v in curve.items())
+        ):
             raise ValueError(f"summary task {task!r}: pass_at_k must map each k to a rate in [0, 1]")
     return summary

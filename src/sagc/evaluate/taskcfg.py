@@ -21,9 +21,10 @@ and checks them; a YAML that lacks one is refused, naming the file and the key.
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Mapping, Optional
+from typing import Any, ClassVar
 
 import yaml
 from pydantic import Field
@@ -74,7 +75,7 @@ class Benchmark(Section):
     section_key: ClassVar[str] = "metadata.sagc_source"
     name: Text  # metadata.sagc_benchmark: the cache file is <name>.jsonl
     dataset: Text = Field(description="Hub dataset id")
-    config: Optional[Text] = None
+    config: Text | None = None
     split: Text
     normalizer: OneOf(tuple(NORMALIZERS)) = Field(description="a function of sagc.evaluate.normalizers")
     options: dict[Text, Any] = Field({}, description="the normaliser's keyword arguments")
@@ -117,15 +118,19 @@ def read_task_meta(path: Path) -> TaskMeta:
         raise refuse("sagc_benchmark", f"must be a benchmark name, got {name!r}")
     data_files = (cfg.get("dataset_kwargs") or {}).get("data_files")
     if data_files != {"test": f"{name}.jsonl"}:
-        raise ValueError(f"task YAML {path}: dataset_kwargs.data_files must be {{test: {name}.jsonl}} (the staged "
-                         f"cache of metadata.sagc_benchmark {name!r}), got {data_files!r}")
+        raise ValueError(
+            f"task YAML {path}: dataset_kwargs.data_files must be {{test: {name}.jsonl}} (the staged "
+            f"cache of metadata.sagc_benchmark {name!r}), got {data_files!r}"
+        )
     problems = meta.get("sagc_problems")
     if isinstance(problems, bool) or not isinstance(problems, int) or problems < 1:
         raise refuse("sagc_problems", f"must be the staged set's problem count (an integer >= 1), got {problems!r}")
     src = meta.get("sagc_source")
     if not isinstance(src, dict):
-        raise refuse("sagc_source", "is missing: the Hub source staging reads ({dataset, config, split, "
-                                    "normalizer[, options, gated]})")
+        raise refuse(
+            "sagc_source",
+            "is missing: the Hub source staging reads ({dataset, config, split, normalizer[, options, gated]})",
+        )
     try:
         bench = Benchmark.from_dict({**src, "name": name})
     except ValueError as err:
@@ -143,8 +148,10 @@ def task_metas(tasks_dir: Path = TASKS_DIR) -> dict[str, TaskMeta]:
             continue
         other = seen.setdefault(meta.benchmark.name, meta)
         if other.benchmark != meta.benchmark:
-            raise ValueError(f"task YAMLs {other.path} and {meta.path}: benchmark {meta.benchmark.name!r} is staged "
-                             "from two different sources (metadata.sagc_source)")
+            raise ValueError(
+                f"task YAMLs {other.path} and {meta.path}: benchmark {meta.benchmark.name!r} is staged "
+                "from two different sources (metadata.sagc_source)"
+            )
     return metas
 
 
@@ -169,7 +176,7 @@ def task_benchmarks(tasks: list[str]) -> list[str]:
 
 def load_task_yaml_file(path: Path) -> dict[str, Any]:
     with open(path, encoding="utf-8") as fh:
-        cfg = yaml.load(fh, Loader=_Loader)  # noqa: S506 - SafeLoader plus one tag
+        cfg = yaml.load(fh, Loader=_Loader)
     if not isinstance(cfg, dict):
         raise ValueError(f"task YAML {path} is not a mapping")
     return cfg
@@ -220,9 +227,7 @@ def resolve_data_files(cfg: dict[str, Any], data_dir: Path) -> dict[str, Any]:
             else:
                 how = "produce the tiny-world data first (the pipeline's tiny data step, sagc.tiny)"
                 what = f"tiny-world split {rel!r} is missing"
-            raise MissingDataError(
-                f"task {name!r}: {what}: {path} does not exist. Evaluation never downloads; {how}."
-            )
+            raise MissingDataError(f"task {name!r}: {what}: {path} does not exist. Evaluation never downloads; {how}.")
         resolved[split] = str(path)
     cfg["dataset_kwargs"] = {**cfg["dataset_kwargs"], "data_files": resolved}
     return cfg
@@ -264,8 +269,9 @@ def write_run_tasks(
     if len(set(tasks)) != len(tasks):
         raise ValueError(f"a task is listed twice: {tasks}")
     if isinstance(gen.repeats, Mapping) and set(gen.repeats) - set(tasks):
-        raise ValueError(f"repeats names task(s) {sorted(set(gen.repeats) - set(tasks))} that are not "
-                         f"evaluated (tasks: {tasks})")
+        raise ValueError(
+            f"repeats names task(s) {sorted(set(gen.repeats) - set(tasks))} that are not evaluated (tasks: {tasks})"
+        )
     configs = {}
     for name in tasks:
         cfg = apply_overrides(resolve_data_files(load_task_config(name), data_dir), gen)
@@ -309,8 +315,9 @@ def evaluation_plan(tasks: list[str], gen: GenerationOverrides, limit: int | Non
         problems = metas[name].problems
         if problems is None:
             raise ValueError(f"task {name!r} states no metadata.sagc_problems (its problem count)")
-        plans.append(TaskPlan(name, min(int(problems), limit or int(problems)), int(cfg.get("repeats", 1)),
-                              max_gen_toks_of(cfg)))
+        plans.append(
+            TaskPlan(name, min(int(problems), limit or int(problems)), int(cfg.get("repeats", 1)), max_gen_toks_of(cfg))
+        )
     return plans
 
 
@@ -320,6 +327,8 @@ def describe_plan(plans: list[TaskPlan], models: int) -> str:
     tokens = models * sum(p.max_tokens for p in plans)
     hours = tokens / ASSUMED_DECODE_TOKENS_PER_GPU_S / 3600
     parts = ", ".join(f"{p.task} {p.problems} x {p.samples} samples x <= {p.max_gen_toks} tok" for p in plans)
-    return (f"evaluation plan: {models} models x ({parts}) = at most {tokens / 1e6:.0f}M generated tokens, "
-            f"~{hours:.1f} GPU-hours at an assumed {ASSUMED_DECODE_TOKENS_PER_GPU_S} tokens/s per GPU "
-            "(an upper bound: every sample to its cap)")
+    return (
+        f"evaluation plan: {models} models x ({parts}) = at most {tokens / 1e6:.0f}M generated tokens, "
+        f"~{hours:.1f} GPU-hours at an assumed {ASSUMED_DECODE_TOKENS_PER_GPU_S} tokens/s per GPU "
+        "(an upper bound: every sample to its cap)"
+    )

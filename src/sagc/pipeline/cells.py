@@ -7,12 +7,15 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from sagc.controller import grid_group_sizes, measurement, parse_sizing
-from sagc.evaluate.config import EvalConfig, EvalSettings
-from sagc.evaluate.taskcfg import describe_plan, evaluation_plan, task_benchmarks, world_tasks
+from sagc.aggregate.grid import ResultGrid
+from sagc.controller import SAGCConfig, grid_group_sizes, measurement, parse_sizing
+from sagc.evaluate.config import EvalConfig
+from sagc.pipeline.evaluation import EVAL_PIPELINE_KEYS, eval_settings
 from sagc.pipeline.grid import Cell, Grid
 from sagc.pipeline.launch import pipeline_launch
+from sagc.pipeline.memory import card_fit, vllm_share
 from sagc.pipeline.world import world_of
+from sagc.train.config import DeviceSection, TrainConfig
 
 
 def train_data_path(grid: Grid) -> str:
@@ -32,14 +35,6 @@ def straggler_tau(config: dict[str, Any]) -> float:
     return measurement(config).tau
 
 
-def train_setting(config: dict[str, Any], key: str) -> Any:
-    """A ``train`` key of the pipeline config, or the trainer's default for it
-    (``sagc.train.config.TrainSection``, the one place that states it)."""
-    from sagc.train.config import TrainSection
-
-    return config["train"].get(key, TrainSection.default(key))
-
-
 def measure_prompts(config: dict[str, Any]) -> int:
     """Prompts per step of the world's straggler measurement: ``train.prompts_per_step``,
     or with a ``train.rollout_budget`` the prompts the budget gives the largest G."""
@@ -54,21 +49,18 @@ def train_cell_config(config: dict[str, Any], grid: Grid, cell: Cell) -> dict[st
     key keeps the trainer's default, so adding a trainer key changes no cell), resolved once
     (``sagc.train.resolve``: the algorithm preset, the step layout, the accumulation and the
     memory plan for the config's card, in ``resolved``). ``ValueError`` names what is wrong."""
-    from sagc.pipeline.memory import card_fit
-    from sagc.train.config import TrainConfig
-
     settings = cell_settings(config, grid, cell)
     cfg = TrainConfig.from_dict(settings, check_vllm=False, fit=card_fit(config, cell.model))
     if settings["train"].get("gradient_accumulation_steps") == "auto":  # the numbers the card fit chose
-        settings["train"].update(gradient_accumulation_steps=cfg.train.gradient_accumulation_steps,
-                                 micro_batch_rows=cfg.train.micro_batch_rows)
+        settings["train"].update(
+            gradient_accumulation_steps=cfg.train.gradient_accumulation_steps,
+            micro_batch_rows=cfg.train.micro_batch_rows,
+        )
     return {**settings, "resolved": cfg.resolved.model_dump()}
 
 
 def train_cell(config: dict[str, Any], grid: Grid, cell: Cell):
     """The ``TrainConfig`` of a training cell's ``cell.json``, as the job loads it."""
-    from sagc.train.config import TrainConfig
-
     return TrainConfig.from_dict(train_cell_config(config, grid, cell), check_vllm=False)
 
 
@@ -79,13 +71,9 @@ def cell_settings(config: dict[str, Any], grid: Grid, cell: Cell) -> dict[str, A
     train = {k: v for k, v in config["train"].items()}
     train["seed"] = cell.train_seed
     launch = pipeline_launch(config, cell.model)
-    from sagc.train.config import DeviceSection
-
     # the trainer's keys: the memory plan's own (device.memory_*) stay in the pipeline
     device = {k: v for k, v in config.get("device", {}).items() if k in DeviceSection.model_fields}
     if device.get("vllm_gpu_memory_utilization") == "auto":
-        from sagc.pipeline.memory import vllm_share
-
         device["vllm_gpu_memory_utilization"] = vllm_share(config, cell.model)
     return {
         "cell": {
@@ -122,20 +110,9 @@ def cell_settings(config: dict[str, Any], grid: Grid, cell: Cell) -> dict[str, A
     }
 
 
-#: Keys of the evaluate block that choose which jobs run, not how one evaluates.
-EVAL_PIPELINE_KEYS = ("base_models",)
-
-
-def eval_settings(config: dict[str, Any]) -> dict[str, Any]:
-    """The evaluate block with the world's defaults filled in: without ``tasks``, every
-    packaged task of the config's world (``sagc.evaluate.taskcfg.world_tasks``)."""
-    ev = dict(config.get("evaluate", {}))
-    ev.setdefault("tasks", world_tasks(config["world"]))
-    return ev
-
-
-def eval_cell_config(config: dict[str, Any], grid: Grid, target: Cell | str,
-                     threads: int | None = None) -> dict[str, Any]:
+def eval_cell_config(
+    config: dict[str, Any], grid: Grid, target: Cell | str, threads: int | None = None
+) -> dict[str, Any]:
     """The resolved config of one evaluation job, in ``sagc.evaluate``'s cell format
     (``EvalConfig``: every key of the evaluate block but ``EVAL_PIPELINE_KEYS``, defaults
     filled in, plus the job's model, data, output folder and cell id). ``target`` is a
@@ -149,38 +126,25 @@ def eval_cell_config(config: dict[str, Any], grid: Grid, target: Cell | str,
     if isinstance(target, Cell):
         job = {"model": f"{grid.train_dir(target)}/final", "out": grid.eval_dir(target), "cell": target.id}
     else:
-        job = {**world_of(config).base_model_eval(config, grid, target), "out": grid.base_eval_dir(target),
-               "cell": f"{target}/base"}
-    return EvalConfig.from_dict({**settings, **job, "data_dir": world_of(config).eval_data_dir(grid)}
-                                ).model_dump(mode="json")
-
-
-def staged_benchmarks(config: dict[str, Any]) -> list[str]:
-    """The benchmarks the hub world stages: those the evaluated tasks read, in task order
-    (from the task YAMLs' metadata)."""
-    return task_benchmarks(list(eval_settings(config)["tasks"]))
-
-
-def evaluation_plan_line(config: dict[str, Any], grid: Grid) -> str:
-    """The dry run's line on the evaluation's size: every evaluated model (cells and base
-    models) x its tasks' problems x samples x token cap (``sagc.evaluate.taskcfg``)."""
-    ev = eval_settings(config)
-    settings = EvalSettings.from_dict({k: v for k, v in ev.items() if k not in EVAL_PIPELINE_KEYS})
-    models = len(list(grid.cells())) + (len(grid.models) if ev.get("base_models", True) else 0)
-    return describe_plan(evaluation_plan(list(settings.tasks), settings.generation, settings.limit), models)
+        job = {
+            **world_of(config).base_model_eval(config, grid, target),
+            "out": grid.base_eval_dir(target),
+            "cell": f"{target}/base",
+        }
+    return EvalConfig.from_dict({**settings, **job, "data_dir": world_of(config).eval_data_dir(grid)}).model_dump(
+        mode="json"
+    )
 
 
 def aggregate_grid(config: dict[str, Any], grid: Grid) -> dict[str, Any]:
-    """The grid description ``python -m sagc.aggregate --grid`` reads."""
-    from sagc.aggregate.grid import Grid as Defaults
-
+    """The grid description ``python -m sagc.aggregate --grid`` reads (``ResultGrid``)."""
     agg = config.get("aggregate", {})
     wb = config.get("wandb", {})
     return {
         "name": grid.name,
-        "time_unit": agg.get("time_unit", Defaults.default("time_unit")),
-        "last_k": agg.get("last_k", Defaults.default("last_k")),
-        "allow_partial": agg.get("allow_partial", Defaults.default("allow_partial")),
+        "time_unit": agg.get("time_unit", ResultGrid.default("time_unit")),
+        "last_k": agg.get("last_k", ResultGrid.default("last_k")),
+        "allow_partial": agg.get("allow_partial", ResultGrid.default("allow_partial")),
         "tau": straggler_tau(config),
         "wandb": {
             "source": wb.get("source", "offline"),
@@ -226,8 +190,6 @@ def sizing_budget(config: dict[str, Any], sizing: str) -> float | None:
 def measurement_budget(config: dict[str, Any]) -> float:
     """The ``sagc`` block's delta (or ``SAGCConfig``'s default): the budget that picks the
     best static G from the base model's straggler rates."""
-    from sagc.controller import SAGCConfig
-
     return SAGCConfig.from_dict(config.get("sagc") or {}).delta
 
 

@@ -25,7 +25,15 @@ from typing import Any
 
 import yaml
 
+from sagc.controller import POLICIES, Sizing, parse_sizing
+from sagc.evaluate.taskcfg import task_metas
+from sagc.pipeline.cells import train_cell
+from sagc.pipeline.evaluation import eval_settings
+from sagc.pipeline.grid import Grid, check_name
+from sagc.pipeline.launch import config_problems
+from sagc.pipeline.memory import cell_kv_shortfall
 from sagc.pipeline.world import world_of
+from sagc.vllm_support import check_installed_vllm
 
 SCHEMA = Path("workflow/schemas/config.schema.yaml")  # sagc.pipeline.schema.SCHEMA_FILE
 
@@ -48,7 +56,9 @@ def check_schema(config: dict[str, Any], source: str, schema: Path | str | dict 
     if not isinstance(schema, dict):
         schema = yaml.safe_load(Path(schema).read_text())
     validator = jsonschema.Draft202012Validator(schema)
-    errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
+    errors = sorted(
+        validator.iter_errors(config), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path)))
+    )
     if not errors:
         return
     lines = []
@@ -68,9 +78,6 @@ def check_schema(config: dict[str, Any], source: str, schema: Path | str | dict 
 
 def check_semantics(config: dict[str, Any], source: str) -> None:
     """Checks across keys; assumes the schema passed and defaults are filled."""
-    from sagc.pipeline.grid import check_name
-    from sagc.pipeline.launch import config_problems
-
     problems = []
     try:
         check_name(config["name"])
@@ -80,8 +87,10 @@ def check_semantics(config: dict[str, Any], source: str) -> None:
 
     tuned_on = sorted(set(config["seeds"]) & set(config.get("dev_seeds", [])))
     if tuned_on:
-        problems.append(f"config key 'seeds': {tuned_on} are also dev_seeds (settings were tuned on them); "
-                        "report seeds must be fresh")
+        problems.append(
+            f"config key 'seeds': {tuned_on} are also dev_seeds (settings were tuned on them); "
+            "report seeds must be fresh"
+        )
     problems += _evaluate_problems(config)
     problems += _sizing_problems(config)
     problems += config_problems(config)  # launch: strategies, DeepSpeed, the train rule's GPUs
@@ -92,9 +101,6 @@ def check_semantics(config: dict[str, Any], source: str) -> None:
 def _evaluate_problems(config: dict[str, Any]) -> list[str]:
     """The evaluated tasks are packaged tasks of the config's world (their YAMLs' metadata,
     ``sagc.evaluate.taskcfg``), and a per-task ``evaluate.repeats`` names only those."""
-    from sagc.evaluate.taskcfg import task_metas
-    from sagc.pipeline.cells import eval_settings
-
     try:
         metas = task_metas()
     except ValueError as err:  # a task YAML without the metadata the pipeline reads
@@ -105,20 +111,22 @@ def _evaluate_problems(config: dict[str, Any]) -> list[str]:
         if task not in metas:
             problems.append(f"config key 'evaluate.tasks': unknown task {task!r}; packaged tasks: {sorted(metas)}")
         elif metas[task].world != config["world"]:
-            problems.append(f"config key 'evaluate.tasks': task {task!r} belongs to world {metas[task].world!r} "
-                            f"({metas[task].path.name}), not {config['world']!r}")
+            problems.append(
+                f"config key 'evaluate.tasks': task {task!r} belongs to world {metas[task].world!r} "
+                f"({metas[task].path.name}), not {config['world']!r}"
+            )
     repeats = ev.get("repeats")
     if isinstance(repeats, dict):
-        problems += [f"config key 'evaluate.repeats.{task}': not one of the evaluated tasks {list(ev['tasks'])}"
-                     for task in sorted(set(repeats) - set(ev["tasks"]))]
+        problems += [
+            f"config key 'evaluate.repeats.{task}': not one of the evaluated tasks {list(ev['tasks'])}"
+            for task in sorted(set(repeats) - set(ev["tasks"]))
+        ]
     return problems
 
 
 def _sizing_problems(config: dict[str, Any]) -> list[str]:
     """Each policy's block and every one of its variants (used by a sizing or not: a typo
     in an unused one is still a typo), and each sizing against the variants it needs."""
-    from sagc.controller import POLICIES, Sizing, parse_sizing
-
     problems = []
     used = set()
     for sizing in config["sizings"]:
@@ -198,8 +206,6 @@ def check_vllm(config: dict[str, Any], source: str) -> None:
     """A config that uses vLLM is refused before any job when the installed vLLM is outside
     TRL's supported window (no-op where vLLM is not installed: dry runs on a laptop)."""
     if config.get("device", {}).get("use_vllm") or config.get("evaluate", {}).get("backend") == "vllm":
-        from sagc.vllm_support import check_installed_vllm
-
         check_installed_vllm(f"{source} uses vLLM")
 
 
@@ -220,10 +226,6 @@ def check_cells(config: dict[str, Any], source: str) -> None:
     the step layout, the memory plan on the config's card); a KV cache too small for a
     step at G_max is warned about. vLLM's presence is checked by the job itself, so a GPU
     config still dry-runs on a laptop."""
-    from sagc.pipeline.cells import train_cell
-    from sagc.pipeline.grid import Grid
-    from sagc.pipeline.memory import cell_kv_shortfall
-
     grid = Grid.from_config(config)
     problems, shortfalls = {}, {}
     for cell in grid.cells():

@@ -46,8 +46,11 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from sagc.pipeline.cells import train_cell
 from sagc.pipeline.grid import Cell, Grid
+from sagc.pipeline.memory import Architecture, architecture_of
 from sagc.pipeline.world import world_of
+from sagc.tiny.defaults import DEFAULT_VOCAB_SIZE
 
 #: Bytes per parameter of the weights, by the dtype the policy is loaded in.
 WEIGHT_BYTES = {"float32": 4, "bfloat16": 2}
@@ -97,8 +100,16 @@ class CellDisk:
         return max(self.at_once * self.checkpoint, self.footprint)
 
 
-def cell_disk(model: str, params: int | None, *, weights_dtype: str, steps: int, save_steps: int,
-              save_total_limit: int, unknown: str | None = None) -> CellDisk:
+def cell_disk(
+    model: str,
+    params: int | None,
+    *,
+    weights_dtype: str,
+    steps: int,
+    save_steps: int,
+    save_total_limit: int,
+    unknown: str | None = None,
+) -> CellDisk:
     """A cell's disk need from its parameter count and saving settings (pure)."""
     saves = -(-steps // save_steps)  # every save_steps steps, and at the last step
     kept, at_once = min(save_total_limit, saves), min(save_total_limit + 1, saves)
@@ -149,8 +160,11 @@ class DiskReport:
     @property
     def remaining(self) -> int:
         """What the unfinished cells may still add to the disk, each at its peak."""
-        return sum(max(0, d.peak - self.written.get(cid, 0)) for cid, d in self.cells
-                   if cid not in self.finished and d.peak is not None)
+        return sum(
+            max(0, d.peak - self.written.get(cid, 0))
+            for cid, d in self.cells
+            if cid not in self.finished and d.peak is not None
+        )
 
     @property
     def unknown(self) -> dict[str, str]:
@@ -172,8 +186,10 @@ class DiskReport:
             if d.footprint is None:
                 terms.append(what + f"unknown ({d.unknown})")
             else:
-                terms.append(what + f"({d.kept} checkpoint{'s' if d.kept != 1 else ''} x {human(d.checkpoint)}"
-                             f" + final {human(d.final)})")
+                terms.append(
+                    what + f"({d.kept} checkpoint{'s' if d.kept != 1 else ''} x {human(d.checkpoint)}"
+                    f" + final {human(d.final)})"
+                )
         if groups and all(d.footprint is None for d in groups):
             total = "unknown"
         else:
@@ -192,10 +208,12 @@ class DiskReport:
         """What to do when the free space is short of what the cells still write, or None."""
         if not self.short:
             return None
-        return (f"{self.root}: the unfinished training cells may still write up to {human(self.remaining)} "
-                f"(checkpoints and final models, each cell at its peak), but {self.free_at} has "
-                f"{human(self.free)} free; make room, or put {self.root} on a larger filesystem "
-                "(a symlink) before the training jobs start")
+        return (
+            f"{self.root}: the unfinished training cells may still write up to {human(self.remaining)} "
+            f"(checkpoints and final models, each cell at its peak), but {self.free_at} has "
+            f"{human(self.free)} free; make room, or put {self.root} on a larger filesystem "
+            "(a symlink) before the training jobs start"
+        )
 
 
 def free_space(path: str | os.PathLike) -> int:
@@ -221,8 +239,6 @@ def _bytes_under(folders: Iterable[Path]) -> int:
 
 def model_params(config: dict[str, Any], grid: Grid, model: str) -> tuple[int | None, str | None]:
     """``(parameters, None)``, or ``(None, why)`` when the count is not available."""
-    from sagc.pipeline.memory import Architecture, architecture_of
-
     spec = config["models"][model]
     if not world_of(config).builds_models:
         try:
@@ -232,24 +248,27 @@ def model_params(config: dict[str, Any], grid: Grid, model: str) -> tuple[int | 
     built = Path(grid.root) / "models" / model / "base" / "config.json"
     if built.is_file():
         return Architecture.from_config(json.loads(built.read_text())).params, None
-    from sagc.tiny.defaults import DEFAULT_VOCAB_SIZE
-    from sagc.tiny.models import ModelSize
+    from sagc.tiny.models import ModelSize  # it loads the tokenizers library
 
     # The rule's flags (tiny.model, then the model's tiny_model), the size's share of them.
     flags = {**config.get("tiny", {}).get("model", {}), **spec.get("tiny_model", {})}
     size = ModelSize(**{f.name: flags[f.name] for f in fields(ModelSize) if f.name in flags})
     arch = Architecture(  # as sagc.tiny.models.build_model builds it: tied embeddings, Qwen2's qkv bias
-        hidden_size=size.hidden_size, num_layers=size.num_layers, num_heads=size.num_heads,
-        num_kv_heads=size.num_kv_heads, head_dim=size.hidden_size // size.num_heads,
-        intermediate_size=size.intermediate_size, vocab_size=DEFAULT_VOCAB_SIZE,
-        tie_word_embeddings=True, qkv_bias=spec.get("arch") == "qwen2")
+        hidden_size=size.hidden_size,
+        num_layers=size.num_layers,
+        num_heads=size.num_heads,
+        num_kv_heads=size.num_kv_heads,
+        head_dim=size.hidden_size // size.num_heads,
+        intermediate_size=size.intermediate_size,
+        vocab_size=DEFAULT_VOCAB_SIZE,
+        tie_word_embeddings=True,
+        qkv_bias=spec.get("arch") == "qwen2",
+    )
     return arch.params, None
 
 
 def plan(config: dict[str, Any], grid: Grid) -> list[tuple[Cell, CellDisk]]:
     """Every cell's disk need, from its resolved trainer config (a checked pipeline config)."""
-    from sagc.pipeline.cells import train_cell
-
     params = {m: model_params(config, grid, m) for m in grid.models}
     out = []
     for cell in grid.cells():
@@ -257,14 +276,24 @@ def plan(config: dict[str, Any], grid: Grid) -> list[tuple[Cell, CellDisk]]:
         n, why = params[cell.model]
         if cfg.launch.strategy not in MODELLED_STRATEGIES:
             n, why = None, f"strategy {cfg.launch.strategy}: DeepSpeed's checkpoint layout is not modelled"
-        out.append((cell, cell_disk(cell.model, n, weights_dtype=cfg.device.weights_dtype, steps=cfg.train.steps,
-                                    save_steps=cfg.train.save_steps, save_total_limit=cfg.train.save_total_limit,
-                                    unknown=why)))
+        out.append(
+            (
+                cell,
+                cell_disk(
+                    cell.model,
+                    n,
+                    weights_dtype=cfg.device.weights_dtype,
+                    steps=cfg.train.steps,
+                    save_steps=cfg.train.save_steps,
+                    save_total_limit=cfg.train.save_total_limit,
+                    unknown=why,
+                ),
+            )
+        )
     return out
 
 
-def report(config: dict[str, Any], grid: Grid,
-           free_bytes: Callable[[Path], int] = free_space) -> DiskReport:
+def report(config: dict[str, Any], grid: Grid, free_bytes: Callable[[Path], int] = free_space) -> DiskReport:
     """The grid's ``DiskReport``, with what its cells' folders hold now and the free space of
     the nearest existing folder at or above the results (``free_bytes`` of that folder)."""
     cells = plan(config, grid)
@@ -276,8 +305,14 @@ def report(config: dict[str, Any], grid: Grid,
         elif folder.is_dir():
             written[cell.id] = _bytes_under([folder / "checkpoints", folder / "final"])
     at = nearest_existing(grid.root)
-    return DiskReport(root=grid.root, cells=tuple((c.id, d) for c, d in cells), finished=frozenset(finished),
-                      written=written, free=free_bytes(at), free_at=str(at))
+    return DiskReport(
+        root=grid.root,
+        cells=tuple((c.id, d) for c, d in cells),
+        finished=frozenset(finished),
+        written=written,
+        free=free_bytes(at),
+        free_at=str(at),
+    )
 
 
 def check_disk(config: dict[str, Any], grid: Grid, free_bytes: Callable[[Path], int] = free_space) -> str:
@@ -286,7 +321,7 @@ def check_disk(config: dict[str, Any], grid: Grid, free_bytes: Callable[[Path], 
     if rep.warning():
         # attributed to this line: Python drops a warning attributed to a Snakefile's frame
         # (its globals' __name__ is None)
-        warnings.warn(rep.warning(), DiskSpaceWarning)
+        warnings.warn(rep.warning(), DiskSpaceWarning, stacklevel=1)
     return rep.line()
 
 
@@ -314,14 +349,16 @@ def wandb_advice(config: dict[str, Any], grid: Grid, env: Mapping[str, str] = os
         return None
     if config["world"] != "hub" and "SLURM_JOB_ID" not in env:
         return None
-    return ("config key 'wandb.mode' is online: a training job on a compute node without network fails "
-            "when it starts its W&B run. On such a cluster set wandb.mode: offline (and wandb.source: "
-            "offline, so the aggregation reads the run files), then upload the runs from a machine with "
-            f"network: {sync_command(config, grid)}")
+    return (
+        "config key 'wandb.mode' is online: a training job on a compute node without network fails "
+        "when it starts its W&B run. On such a cluster set wandb.mode: offline (and wandb.source: "
+        "offline, so the aggregation reads the run files), then upload the runs from a machine with "
+        f"network: {sync_command(config, grid)}"
+    )
 
 
 def check_wandb(config: dict[str, Any], grid: Grid, env: Mapping[str, str] = os.environ) -> None:
     """``wandb_advice`` as a ``WandbModeWarning``, when there is advice to give."""
     advice = wandb_advice(config, grid, env)
     if advice:
-        warnings.warn(advice, WandbModeWarning)  # here, as in check_disk
+        warnings.warn(advice, WandbModeWarning, stacklevel=1)  # here, as in check_disk

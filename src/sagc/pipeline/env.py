@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 
-
 #: ``tiny.cpu_isa`` -> the variables that pin torch's (ATen) and MKL's kernel dispatch.
 CPU_ISA_ENV = {
     "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2"},

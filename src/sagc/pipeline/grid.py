@@ -16,8 +16,9 @@ from __future__ import annotations
 import itertools
 import re
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 RESULTS = "results"
 FIGURES = "paper_figures"
@@ -82,7 +83,7 @@ class Grid:
         check_name(self.name)
 
     @classmethod
-    def from_config(cls, config: dict[str, Any]) -> "Grid":
+    def from_config(cls, config: dict[str, Any]) -> Grid:
         return cls(
             name=config["name"],
             models=tuple(config["models"]),

@@ -26,6 +26,7 @@ import sys
 from pathlib import Path
 
 # The offline switches and how the staging rules clear them (also the rules' import path).
+from sagc.evaluate.taskcfg import load_task_config
 from sagc.hub_switches import HUB_ACCESS_PREFIX, hub_switched_off_reason, offline_switches
 
 DEFAULT_TRAIN_DATASET = "agentica-org/DeepScaleR-Preview-Dataset"
@@ -37,8 +38,6 @@ class NotStagedError(RuntimeError):
 
 def prompt_template() -> str:
     """The R1-style prompt of the paper's evaluation tasks (``{{problem}}`` placeholder)."""
-    from sagc.evaluate.taskcfg import load_task_config
-
     return load_task_config("aime24_boxed")["doc_to_text"]
 
 
@@ -67,8 +66,7 @@ def stage_train_data(dataset: str | None, split: str, out: str | Path, source: s
         raise
     except Exception as err:  # datasets raises several types when offline
         switches = offline_switches()
-        why = (hub_switched_off_reason(switches) if switches
-               else f"downloading it failed ({type(err).__name__}: {err})")
+        why = hub_switched_off_reason(switches) if switches else f"downloading it failed ({type(err).__name__}: {err})"
         name = dataset or DEFAULT_TRAIN_DATASET
         raise NotStagedError(
             f"training dataset {name!r} (split {split!r}) is not in the local cache, and {why}. "
@@ -87,8 +85,11 @@ def stage_train_data(dataset: str | None, split: str, out: str | Path, source: s
         for row in ds:
             if row["answer"] in (None, ""):
                 continue
-            rec = {"prompt": render_prompt(row["problem"], template), "answer": str(row["answer"]),
-                   "problem": row["problem"]}
+            rec = {
+                "prompt": render_prompt(row["problem"], template),
+                "answer": str(row["answer"]),
+                "problem": row["problem"],
+            }
             fh.write(json.dumps(rec) + "\n")
             n += 1
     return n

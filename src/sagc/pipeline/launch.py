@@ -39,11 +39,15 @@ import re
 import shlex
 import subprocess
 import sys
-import warnings
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
+from sagc import warm
+from sagc.pipeline.schema import LaunchBlock
+from sagc.pipeline.trainer_defaults import train_setting
 from sagc.ports import free_port
+from sagc.train.config import DeviceSection, LaunchSection
 
 #: The accelerate config files, one per strategy, relative to the repository.
 ACCELERATE_CONFIGS = Path("configs/accelerate")
@@ -71,14 +75,10 @@ CELL_FILE = "cell.json"
 
 def cell_launch(cell: Mapping[str, Any]):
     """The cell's ``LaunchSection`` (all defaults when it has none: one process)."""
-    from sagc.train.config import LaunchSection
-
     return LaunchSection.from_dict(cell.get("launch"))
 
 
 def cell_uses_cpu(cell: Mapping[str, Any]) -> bool:
-    from sagc.train.config import DeviceSection
-
     return bool((cell.get("device") or {}).get("use_cpu", DeviceSection.default("use_cpu")))
 
 
@@ -95,8 +95,14 @@ def accelerate_config(repo: str | os.PathLike, strategy: str) -> str:
 # --- the command -----------------------------------------------------------------------------
 
 
-def command(cell: Mapping[str, Any], cell_file: str, *, repo: str | os.PathLike, cpus_per_node: int = 1,
-            module: str = TRAIN_MODULE) -> str:
+def command(
+    cell: Mapping[str, Any],
+    cell_file: str,
+    *,
+    repo: str | os.PathLike,
+    cpus_per_node: int = 1,
+    module: str = TRAIN_MODULE,
+) -> str:
     """The shell command that trains ``cell`` from ``cell_file`` (see the module docstring).
     ``$SAGC_LAUNCH_PORT``, ``$SLURM_NODEID`` and ``$SLURM_JOB_NODELIST`` are expanded by the
     shell that runs it (``job_environment`` provides them); ``cpus_per_node`` is what the job
@@ -105,19 +111,42 @@ def command(cell: Mapping[str, Any], cell_file: str, *, repo: str | os.PathLike,
     target = ["-m", module, "--config", cell_file]
     if launch.processes == 1:
         return shlex.join(["python", *target])
-    flags = ["--config_file", accelerate_config(repo, launch.strategy),
-             "--num_processes", str(launch.processes), "--num_machines", str(launch.nodes)]
+    flags = [
+        "--config_file",
+        accelerate_config(repo, launch.strategy),
+        "--num_processes",
+        str(launch.processes),
+        "--num_machines",
+        str(launch.nodes),
+    ]
     port = f"--main_process_port ${PORT_ENV}"
     if launch.nodes == 1:
         return " ".join([shlex.join(["accelerate", "launch", *flags]), port, shlex.join(target)])
     # One task per node, each an `accelerate launch` of the node's processes, its rank the
     # node's; rank 0 listens on the job's first host. --overlap: the job's own step (which
     # runs this command) holds the first node's CPUs and GPUs, and this step shares them.
-    node = " ".join(["exec", shlex.join(["accelerate", "launch", *flags]), "--machine_rank $SLURM_NODEID",
-                     '--main_process_ip "$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"',
-                     port, shlex.join(target)])
-    srun = ["srun", "--nodes", str(launch.nodes), "--ntasks-per-node", "1", "--cpus-per-task", str(cpus_per_node),
-            "--overlap", "--kill-on-bad-exit", "1"]
+    node = " ".join(
+        [
+            "exec",
+            shlex.join(["accelerate", "launch", *flags]),
+            "--machine_rank $SLURM_NODEID",
+            '--main_process_ip "$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"',
+            port,
+            shlex.join(target),
+        ]
+    )
+    srun = [
+        "srun",
+        "--nodes",
+        str(launch.nodes),
+        "--ntasks-per-node",
+        "1",
+        "--cpus-per-task",
+        str(cpus_per_node),
+        "--overlap",
+        "--kill-on-bad-exit",
+        "1",
+    ]
     return shlex.join([*srun, "bash", "-c", node])
 
 
@@ -146,9 +175,11 @@ def job_environment(cell: Mapping[str, Any], env: Mapping[str, str] | None = Non
 
 def outside_slurm(nodes: int) -> str:
     """Why a cell on several nodes cannot run here (no SLURM allocation)."""
-    return (f"launch.nodes={nodes}: a cell on several nodes runs inside a SLURM allocation (SLURM_JOB_ID is "
-            "not set here); run the pipeline with --profile profiles/slurm (or inside salloc), or set "
-            "launch.nodes to 1 to train on this machine")
+    return (
+        f"launch.nodes={nodes}: a cell on several nodes runs inside a SLURM allocation (SLURM_JOB_ID is "
+        "not set here); run the pipeline with --profile profiles/slurm (or inside salloc), or set "
+        "launch.nodes to 1 to train on this machine"
+    )
 
 
 def check_local_run(config: Mapping[str, Any], env: Mapping[str, str] | None = None) -> None:
@@ -160,42 +191,13 @@ def check_local_run(config: Mapping[str, Any], env: Mapping[str, str] | None = N
 
 
 def _job_nodelist(job: str) -> str:
-    out = subprocess.run(["squeue", "--noheader", "--jobs", job, "--format", "%N"], capture_output=True,
-                         text=True, check=False)
+    out = subprocess.run(
+        ["squeue", "--noheader", "--jobs", job, "--format", "%N"], capture_output=True, text=True, check=False
+    )
     nodes = out.stdout.strip()
     if out.returncode or not nodes:
         raise ValueError(f"cannot find the nodes of SLURM job {job} (squeue: {out.stderr.strip() or 'no output'})")
     return nodes
-
-
-def plan_lines(config: Mapping[str, Any], grid: Any, *, repo: str | os.PathLike, cpus_per_node: int) -> list[str]:
-    """What the workflow prints when it loads (a dry run shows it): per model, how its cells
-    run and the command that trains one of them (when a cell is several processes); each
-    model x algorithm's memory plan per phase (with a card, ``sagc.pipeline.memory``); and
-    the time a stop on SLURM's warning needs, with a ``PreemptionWarning`` for each way it
-    could fall short (``stop_problems``)."""
-    from sagc.pipeline import memory
-    from sagc.pipeline.cells import train_cell_config
-
-    for problem in stop_problems(config):
-        warnings.warn(problem, PreemptionWarning, stacklevel=2)
-    lines = []
-    for model in grid.models:
-        cell_id = next(c for c in grid.cells() if c.model == model)
-        cell = train_cell_config(config, grid, cell_id)
-        launch = cell_launch(cell)
-        if launch.processes == 1:
-            continue
-        units = "CPU processes (gloo)" if cell_uses_cpu(cell) else "GPUs"
-        where = f"{launch.nodes} nodes x {launch.processes_per_node}" if launch.nodes > 1 else f"{launch.processes}"
-        cmd = command(cell, f"{cell['output_dir']}/{CELL_FILE}", repo=repo, cpus_per_node=cpus_per_node)
-        lines.append(f"train: each {model} cell on {where} {units}, {launch.strategy}; {cell_id.id}: {cmd}")
-    lines.extend(memory.plan_lines(config, grid))
-    step, save = (_stop_setting(config, k) for k in STOP_KEYS)
-    lines.append(f"stop: SLURM warns a train job {step + save} s before its time limit (--signal=USR1@{step + save}: "
-                 f"launch.stop_step_s {step} + launch.stop_save_s {save}); its trainers finish the step, "
-                 "checkpoint and exit 75")
-    return lines
 
 
 # --- the train rule's resources --------------------------------------------------------------
@@ -214,27 +216,22 @@ def pipeline_launch(config: Mapping[str, Any], model: str) -> dict[str, Any]:
 
 def _launch_section(config: Mapping[str, Any]):
     """The config's ``launch`` block as the trainer's ``LaunchSection`` (its stop keys aside)."""
-    from sagc.train.config import LaunchSection
-
     return LaunchSection.from_dict({k: v for k, v in (config.get("launch") or {}).items() if k not in STOP_KEYS})
 
 
-def _stop_setting(config: Mapping[str, Any], key: str) -> int:
-    from sagc.pipeline.schema import LaunchBlock
-
+def stop_setting(config: Mapping[str, Any], key: str) -> int:
+    """A stop key of the config's ``launch`` block (``STOP_KEYS``), or the schema's default."""
     return int((config.get("launch") or {}).get(key, LaunchBlock.model_fields[key].default))
 
 
 def stop_warning_s(config: Mapping[str, Any]) -> int:
     """Seconds of SLURM's warning before a train job's time limit: the running step
     (``launch.stop_step_s``) and a checkpoint save (``launch.stop_save_s``)."""
-    return sum(_stop_setting(config, k) for k in STOP_KEYS)
+    return sum(stop_setting(config, k) for k in STOP_KEYS)
 
 
 def threads(config: Mapping[str, Any]) -> int:
     """Cores of a train job on one node: its processes x ``train.torch_threads``."""
-    from sagc.pipeline.cells import train_setting
-
     ppn = _launch_section(config).processes_per_node
     return ppn * (train_setting(config, "torch_threads") or 1)
 
@@ -255,8 +252,6 @@ def rule_resources(config: Mapping[str, Any], base: Mapping[str, Any]) -> dict[s
     - ``slurm_extra`` ``--signal=USR1@<stop_warning_s>``: SLURM's early warning, long enough
       for the running step and a checkpoint (the trainers then exit 75 and the rerun resumes).
     """
-    from sagc.train.config import DeviceSection
-
     res = dict(base)
     launch = _launch_section(config)
     res["nodes"] = launch.nodes
@@ -292,14 +287,18 @@ def stop_problems(config: Mapping[str, Any], torch_version: str | None = None) -
     problems = []
     runtime = ((config.get("resources") or {}).get("train") or {}).get("runtime")
     if runtime is not None and warning >= runtime * 60:
-        problems.append(f"{need} is not less than the train job's time limit (resources.train.runtime = {runtime} "
-                        "min): SLURM's warning would come at the start; raise the runtime")
+        problems.append(
+            f"{need} is not less than the train job's time limit (resources.train.runtime = {runtime} "
+            "min): SLURM's warning would come at the start; raise the runtime"
+        )
     if _launch_section(config).processes == 1:
         return problems
     if warning > SHUTDOWN_GRACE_S:
-        problems.append(f"{need} exceeds the {SHUTDOWN_GRACE_S} s the launcher's elastic agent waits for the "
-                        "trainers after passing a signal on (TORCH_ELASTIC_SHUTDOWN_TIMEOUT): it would kill them "
-                        "before the checkpoint is complete")
+        problems.append(
+            f"{need} exceeds the {SHUTDOWN_GRACE_S} s the launcher's elastic agent waits for the "
+            "trainers after passing a signal on (TORCH_ELASTIC_SHUTDOWN_TIMEOUT): it would kill them "
+            "before the checkpoint is complete"
+        )
     version = torch_version or _installed_torch()
     if version and tuple(int(p) for p in re.findall(r"\d+", version)[:2]) < ELASTIC_SHUTDOWN_TORCH:
         problems.append(
@@ -307,7 +306,8 @@ def stop_problems(config: Mapping[str, Any], torch_version: str | None = None) -
             f"agent reads TORCH_ELASTIC_SHUTDOWN_TIMEOUT only from torch "
             f"{'.'.join(map(str, ELASTIC_SHUTDOWN_TORCH))} on; this one kills the trainers 30 s after SLURM's "
             "warning, mid-step or mid-save, so a stopped job resumes from an older checkpoint: install the "
-            "pinned torch (requirements/paper-py312.txt)")
+            "pinned torch (requirements/paper-py312.txt)"
+        )
     return problems
 
 
@@ -330,29 +330,32 @@ def config_problems(config: Mapping[str, Any]) -> list[str]:
 
     problems = []
     if "gpu" in ((config.get("resources") or {}).get("train") or {}):
-        problems.append("config key 'resources.train.gpu': a training cell takes one GPU per process, so its "
-                        "GPUs follow from launch.processes_per_node (per node) and launch.nodes; set those "
-                        "instead (the train rule asks SLURM for them)")
+        problems.append(
+            "config key 'resources.train.gpu': a training cell takes one GPU per process, so its "
+            "GPUs follow from launch.processes_per_node (per node) and launch.nodes; set those "
+            "instead (the train rule asks SLURM for them)"
+        )
     # What a strategy needs of the cell (processes, GPUs, the optimizer) is the cell config's
     # rule (sagc.train.config.TrainConfig), checked for every cell; here: the environment.
     for model, spec in config["models"].items():
         strategy = spec.get("strategy")
         if strategy in DEEPSPEED_STRATEGIES and not deepspeed_installed():
-            problems.append(f"config key 'models.{model}.strategy': {strategy} is DeepSpeed ZeRO, and DeepSpeed is "
-                            "not installed in this environment: pip install deepspeed (where the jobs run), or "
-                            "choose ddp or fsdp2")
+            problems.append(
+                f"config key 'models.{model}.strategy': {strategy} is DeepSpeed ZeRO, and DeepSpeed is "
+                "not installed in this environment: pip install deepspeed (where the jobs run), or "
+                "choose ddp or fsdp2"
+            )
     return problems
 
 
 # --- the job ---------------------------------------------------------------------------------
 
 
-def run(cell: Mapping[str, Any], cell_file: str, *, output: str, repo: str | os.PathLike,
-        cpus_per_node: int = 1) -> int:
+def run(
+    cell: Mapping[str, Any], cell_file: str, *, output: str, repo: str | os.PathLike, cpus_per_node: int = 1
+) -> int:
     """Train ``cell`` (already written to ``cell_file``) and return the exit status; stdout
     and stderr appended to ``output`` (the job's log)."""
-    from sagc import warm
-
     if cell_launch(cell).processes == 1:
         return warm.run([TRAIN_MODULE, "--config", cell_file], output=output)
     env = job_environment(cell)
@@ -363,5 +366,3 @@ def run(cell: Mapping[str, Any], cell_file: str, *, output: str, repo: str | os.
         fh.write(f"launch: {cmd}\n({PORT_ENV}={env[PORT_ENV]})\n".encode())
         fh.flush()
         return warm.run_forwarding(["bash", "-c", f"exec {cmd}"], env=env, stdout=fh, stderr=fh)
-
-

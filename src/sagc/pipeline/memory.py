@@ -81,11 +81,15 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from sagc.controller import grid_group_sizes
+from sagc.pipeline.schema import DeviceBlock
 from sagc.train.config import MASTER_WEIGHTS, DeviceSection, LaunchSection, TrainSection
+from sagc.train.presets import resolve_algorithm
+from sagc.train.resolve import MemoryPlan
 
 GIB = 1024**3
 #: Multiplier on the activation estimates (loss pass and scoring) for what they leave out.
@@ -142,7 +146,7 @@ class Architecture:
     qkv_bias: bool
 
     @classmethod
-    def from_config(cls, cfg: dict[str, Any]) -> "Architecture":
+    def from_config(cls, cfg: dict[str, Any]) -> Architecture:
         h, heads = int(cfg["hidden_size"]), int(cfg["num_attention_heads"])
         return cls(
             hidden_size=h,
@@ -181,8 +185,9 @@ class Architecture:
 
     @property
     def layer_params(self) -> int:
-        return (self.params - self.hidden_size - self.vocab_size * self.hidden_size
-                * (1 if self.tie_word_embeddings else 2)) // self.num_layers
+        return (
+            self.params - self.hidden_size - self.vocab_size * self.hidden_size * (1 if self.tie_word_embeddings else 2)
+        ) // self.num_layers
 
     def kv_cache_bytes_per_token(self, dtype_bytes: int = 2) -> int:
         return 2 * self.num_layers * self.kv_dim * dtype_bytes
@@ -245,13 +250,12 @@ class MemoryEstimate:
     @property
     def held(self) -> float:
         """What stays on the card through a step (from the first optimizer step on)."""
-        return (self.weights + self.reference_model + self.optimizer + self.ddp_buckets + self.runtime
-                + self.margin)
+        return self.weights + self.reference_model + self.optimizer + self.ddp_buckets + self.runtime + self.margin
 
     @property
     def total(self) -> float:
         """The loss pass."""
-        return (self.held + self.gradients + self.autocast_copies + self.activations + self.vllm_reserve)
+        return self.held + self.gradients + self.autocast_copies + self.activations + self.vllm_reserve
 
     @property
     def loss_pass(self) -> float:
@@ -276,20 +280,45 @@ class MemoryEstimate:
         return self.peak <= self.card_bytes
 
     def describe(self) -> str:
-        parts = ("weights", "reference_model", "optimizer", "ddp_buckets", "gradients", "autocast_copies",
-                 "activations", "scoring_activations", "vllm_reserve", "runtime", "margin")
+        parts = (
+            "weights",
+            "reference_model",
+            "optimizer",
+            "ddp_buckets",
+            "gradients",
+            "autocast_copies",
+            "activations",
+            "scoring_activations",
+            "vllm_reserve",
+            "runtime",
+            "margin",
+        )
         body = ", ".join(f"{p} {getattr(self, p) / GIB:.1f}" for p in parts if getattr(self, p))
         phases = ", ".join(f"{p.replace('_', ' ')} {getattr(self, p) / GIB:.1f}" for p in PHASES)
-        return (f"{self.micro_batch} rows x {self.tokens_per_row} tokens a pass: {phases} GiB of "
-                f"{self.card_bytes / GIB:.1f} GiB (generating: vLLM's share {self.vllm_share / GIB:.1f} awake; "
-                f"{body})")
+        return (
+            f"{self.micro_batch} rows x {self.tokens_per_row} tokens a pass: {phases} GiB of "
+            f"{self.card_bytes / GIB:.1f} GiB (generating: vLLM's share {self.vllm_share / GIB:.1f} awake; "
+            f"{body})"
+        )
 
 
-def estimate(arch: Architecture, *, master_weights: str, reference_model: bool, micro_batch: int,
-             tokens_per_row: int, vllm_fraction: float, card_gib: float,
-             gradient_checkpointing: bool = True, use_vllm: bool = True, vllm_sleep: bool = False,
-             strategy: str = "ddp", processes: int = 1, bucket_view: bool = False,
-             margins: Margins = Margins()) -> MemoryEstimate:
+def estimate(
+    arch: Architecture,
+    *,
+    master_weights: str,
+    reference_model: bool,
+    micro_batch: int,
+    tokens_per_row: int,
+    vllm_fraction: float,
+    card_gib: float,
+    gradient_checkpointing: bool = True,
+    use_vllm: bool = True,
+    vllm_sleep: bool = False,
+    strategy: str = "ddp",
+    processes: int = 1,
+    bucket_view: bool = False,
+    margins: Margins = Margins(),
+) -> MemoryEstimate:
     """The phases of a colocated training step (see the module docstring) for one process
     of ``processes`` with ``strategy``; ``micro_batch`` rows a loss pass and a scoring chunk."""
     if master_weights not in MASTER_WEIGHTS:
@@ -337,8 +366,9 @@ def vllm_kv_capacity_tokens(arch: Architecture, vllm_fraction: float, card_gib: 
     return max(0, int(free // arch.kv_cache_bytes_per_token()))
 
 
-def kv_shortfall(arch: Architecture, *, rows: int, tokens_per_row: int, vllm_fraction: float,
-                 card_gib: float) -> str | None:
+def kv_shortfall(
+    arch: Architecture, *, rows: int, tokens_per_row: int, vllm_fraction: float, card_gib: float
+) -> str | None:
     """Why one engine's KV cache cannot hold its share of a step at G_max (``rows`` rows of up
     to ``tokens_per_row`` tokens), or ``None``. The expectation is the worst case a straggler
     study must plan for: every row at the length cap. Past the cache, vLLM queues and preempts
@@ -348,17 +378,20 @@ def kv_shortfall(arch: Architecture, *, rows: int, tokens_per_row: int, vllm_fra
     need = rows * tokens_per_row
     if need <= capacity:
         return None
-    return (f"vLLM's KV cache holds at most {capacity:,} tokens ({vllm_fraction} of {card_gib} GiB less its "
-            f"bf16 weights, {arch.kv_cache_bytes_per_token() // 1024} KiB a token), {capacity // tokens_per_row} rows "
-            f"at the cap, but a step at G_max gives each engine {rows} rows of up to {tokens_per_row} tokens "
-            f"({need:,}): rows will queue and be preempted; raise device.vllm_gpu_memory_utilization (auto: the "
-            "share that holds them where the generation phase leaves it room; with device.vllm_sleep_mode the "
-            "loss pass does not pay for it), free the card for it, spread the cell over more GPUs "
-            "(launch.processes_per_node) or lower train.prompts_per_step")
+    return (
+        f"vLLM's KV cache holds at most {capacity:,} tokens ({vllm_fraction} of {card_gib} GiB less its "
+        f"bf16 weights, {arch.kv_cache_bytes_per_token() // 1024} KiB a token), {capacity // tokens_per_row} rows "
+        f"at the cap, but a step at G_max gives each engine {rows} rows of up to {tokens_per_row} tokens "
+        f"({need:,}): rows will queue and be preempted; raise device.vllm_gpu_memory_utilization (auto: the "
+        "share that holds them where the generation phase leaves it room; with device.vllm_sleep_mode the "
+        "loss pass does not pay for it), free the card for it, spread the cell over more GPUs "
+        "(launch.processes_per_node) or lower train.prompts_per_step"
+    )
 
 
-def vllm_share_for(arch: Architecture, *, rows: int, tokens_per_row: int, card_gib: float,
-                   room_gib: float | None = None) -> float:
+def vllm_share_for(
+    arch: Architecture, *, rows: int, tokens_per_row: int, card_gib: float, room_gib: float | None = None
+) -> float:
     """The smallest share of the card (in hundredths) whose engine holds its bf16 weights,
     ``VLLM_WORKSPACE_GIB`` and the KV cache of ``rows`` rows of ``tokens_per_row`` tokens, or
     where ``room_gib`` (what the generation phase leaves the engine) is less, the largest
@@ -369,14 +402,17 @@ def vllm_share_for(arch: Architecture, *, rows: int, tokens_per_row: int, card_g
     cap = math.floor(room / card_gib * 100 + 1e-9) / 100
     if share <= cap:
         return share
-    if vllm_kv_capacity_tokens(arch, cap, card_gib) - VLLM_WORKSPACE_GIB * GIB // arch.kv_cache_bytes_per_token() \
-            < tokens_per_row:
+    if (
+        vllm_kv_capacity_tokens(arch, cap, card_gib) - VLLM_WORKSPACE_GIB * GIB // arch.kv_cache_bytes_per_token()
+        < tokens_per_row
+    ):
         raise ValueError(
             f"device.vllm_gpu_memory_utilization=auto: {rows} rows of up to {tokens_per_row} tokens per engine "
             f"need {need / GIB:.1f} GiB of vLLM (weights, KV cache at the cap, {VLLM_WORKSPACE_GIB:g} GiB "
             f"workspace), {need / (card_gib * GIB):.2f} of a {card_gib} GiB card, and the generation phase leaves "
             f"it {room:.1f} GiB, not one row; spread the cell over more GPUs (launch.processes_per_node), lower "
-            "train.prompts_per_step or shorter sequences, or free the card (device.master_weights=bf16_kahan)")
+            "train.prompts_per_step or shorter sequences, or free the card (device.master_weights=bf16_kahan)"
+        )
     return cap
 
 
@@ -397,13 +433,19 @@ def vllm_share(config: dict[str, Any], model: str) -> float:
         return DeviceSection.default("vllm_gpu_memory_utilization")  # no engine: the key is unused
     card = card_gib(config)
     if card is None:
-        raise ValueError("device.vllm_gpu_memory_utilization=auto needs device.gpu_memory_gib (and "
-                         "device.use_cpu=false): the card the share is a part of")
+        raise ValueError(
+            "device.vllm_gpu_memory_utilization=auto needs device.gpu_memory_gib (and "
+            "device.use_cpu=false): the card the share is a part of"
+        )
     rollouts = train("rollout_budget") or train("prompts_per_step") * max(grid_group_sizes(config))
     held = max(_estimate(config, model, algo, 1, vllm_fraction=0.0).held for algo in _algorithms(config))
-    return vllm_share_for(architecture_of(config["models"][model], model), rows=-(-rollouts // _processes(config)),
-                          tokens_per_row=train("max_prompt_length") + train("max_completion_length"), card_gib=card,
-                          room_gib=card - held / GIB)
+    return vllm_share_for(
+        architecture_of(config["models"][model], model),
+        rows=-(-rollouts // _processes(config)),
+        tokens_per_row=train("max_prompt_length") + train("max_completion_length"),
+        card_gib=card,
+        room_gib=card - held / GIB,
+    )
 
 
 def card_gib(config: dict[str, Any]) -> float | None:
@@ -417,8 +459,6 @@ def card_gib(config: dict[str, Any]) -> float | None:
 
 def margins(config: dict[str, Any], model: str) -> Margins:
     """The plan's allowances for ``model``: measured (``device.memory_measured``) or stated."""
-    from sagc.pipeline.schema import DeviceBlock
-
     device = config.get("device", {})
     measured = device.get("memory_measured")
     if measured:
@@ -438,11 +478,18 @@ def measured_margins(path: str, hub_id: str | None, model: str) -> Margins:
         raise ValueError(f"{key}: cannot read {path}: {err}") from None
     found = (report.get("models") or {}).get(hub_id)
     if report.get("schema") != MEASURED_SCHEMA or report.get("tiny") or not found:
-        raise ValueError(f"{key}: {path} holds no measurement of models.{model} ({hub_id}) on a card (a "
-                         f"{MEASURED_SCHEMA} JSON of benchmarks/gpu_memory_check.py without --tiny); measure it "
-                         "or unset the key to use device.memory_margin_gib")
-    return Margins(activation=found["loss_pass"]["activation_factor"], scoring=found["scoring"]["activation_factor"],
-                   runtime_gib=found["runtime_gib"], margin_gib=found["fragmentation_gib"], source=path)
+        raise ValueError(
+            f"{key}: {path} holds no measurement of models.{model} ({hub_id}) on a card (a "
+            f"{MEASURED_SCHEMA} JSON of benchmarks/gpu_memory_check.py without --tiny); measure it "
+            "or unset the key to use device.memory_margin_gib"
+        )
+    return Margins(
+        activation=found["loss_pass"]["activation_factor"],
+        scoring=found["scoring"]["activation_factor"],
+        runtime_gib=found["runtime_gib"],
+        margin_gib=found["fragmentation_gib"],
+        source=path,
+    )
 
 
 #: The ``schema`` field of ``benchmarks/gpu_memory_check.py``'s JSON.
@@ -455,8 +502,9 @@ def cell_estimate(config: dict[str, Any], model: str, algo: Any, micro_batch: in
     return _estimate(config, model, algo, micro_batch, vllm_fraction=vllm_share(config, model))
 
 
-def _estimate(config: dict[str, Any], model: str, algo: Any, micro_batch: int, *,
-              vllm_fraction: float) -> MemoryEstimate:
+def _estimate(
+    config: dict[str, Any], model: str, algo: Any, micro_batch: int, *, vllm_fraction: float
+) -> MemoryEstimate:
     device, train = _settings(config)
     card = card_gib(config)
     if card is None:
@@ -481,17 +529,18 @@ def _estimate(config: dict[str, Any], model: str, algo: Any, micro_batch: int, *
 def _processes(config: dict[str, Any]) -> int:
     launch = config.get("launch") or {}
     return int(launch.get("nodes", LaunchSection.default("nodes"))) * int(
-        launch.get("processes_per_node", LaunchSection.default("processes_per_node")))
+        launch.get("processes_per_node", LaunchSection.default("processes_per_node"))
+    )
 
 
 def _algorithms(config: dict[str, Any]) -> list[Any]:
     """The grid's algorithms with the config's overrides (``AlgorithmSettings``)."""
-    from sagc.train.presets import resolve_algorithm
-
     _, train = _settings(config)
     overrides = config.get("algorithm_overrides") or {}
-    return [resolve_algorithm({"name": a, **(overrides.get(a) or {})}, train("max_completion_length"))
-            for a in config["algorithms"]]
+    return [
+        resolve_algorithm({"name": a, **(overrides.get(a) or {})}, train("max_completion_length"))
+        for a in config["algorithms"]
+    ]
 
 
 def _settings(config: dict[str, Any]):
@@ -514,9 +563,13 @@ def cell_kv_shortfall(config: dict[str, Any], model: str, rows: int) -> str | No
     card = card_gib(config)
     if card is None or not device("use_vllm"):
         return None
-    return kv_shortfall(architecture_of(config["models"][model], model), rows=rows,
-                        tokens_per_row=train("max_prompt_length") + train("max_completion_length"),
-                        vllm_fraction=vllm_share(config, model), card_gib=card)
+    return kv_shortfall(
+        architecture_of(config["models"][model], model),
+        rows=rows,
+        tokens_per_row=train("max_prompt_length") + train("max_completion_length"),
+        vllm_fraction=vllm_share(config, model),
+        card_gib=card,
+    )
 
 
 def auto_accumulation(config: dict[str, Any], model: str, algo: Any, layout_at: Callable[[int], Any]) -> int:
@@ -547,8 +600,8 @@ def auto_accumulation(config: dict[str, Any], model: str, algo: Any, layout_at: 
 
 @dataclass(frozen=True)
 class CardFit:
-    """The card of a pipeline config's ``model`` cells, as a cell's resolution asks it
-    (``sagc.train.resolve``): the automatic accumulation, and each cell's memory plan."""
+    """The card of a pipeline config's ``model`` cells, as a cell's resolution asks it (a
+    ``sagc.train.resolve.CardSizer``): the automatic accumulation, and each cell's memory plan."""
 
     config: dict[str, Any]
     model: str
@@ -571,8 +624,6 @@ class CardFit:
         rows, the loss pass's and a scoring chunk's) must fit the card in every phase by the
         estimate, or the cell is refused before any job (a first-step out-of-memory, caught
         when the config is read)."""
-        from sagc.train.resolve import MemoryPlan
-
         cap = layout.micro_batch_rows  # the trainer runs a larger micro-batch as passes of this many rows
         rows = layout.max_micro_batch if cap is None else min(cap, layout.max_micro_batch)
         est = cell_estimate(self.config, self.model, algo, rows)
@@ -580,36 +631,20 @@ class CardFit:
             raise ValueError(
                 f"train.gradient_accumulation_steps={layout.gradient_accumulation_steps}, train.micro_batch_rows="
                 f"{cap} do not fit device.gpu_memory_gib: {est.describe()}; lower micro_batch_rows, raise the "
-                "accumulation or set it to auto")
-        return MemoryPlan(card_gib=est.card_bytes / GIB, rows_per_pass=rows, tokens_per_row=est.tokens_per_row,
-                          loss_pass_gib=round(est.total / GIB, 2), generating_gib=round(est.generating / GIB, 2),
-                          scoring_gib=round(est.scoring / GIB, 2),
-                          vllm_share=vllm_share(self.config, self.model) if est.vllm_share else 0.0)
+                "accumulation or set it to auto"
+            )
+        return MemoryPlan(
+            card_gib=est.card_bytes / GIB,
+            rows_per_pass=rows,
+            tokens_per_row=est.tokens_per_row,
+            loss_pass_gib=round(est.total / GIB, 2),
+            generating_gib=round(est.generating / GIB, 2),
+            scoring_gib=round(est.scoring / GIB, 2),
+            vllm_share=vllm_share(self.config, self.model) if est.vllm_share else 0.0,
+        )
 
 
 def card_fit(config: dict[str, Any], model: str) -> CardFit | None:
     """The card ``model``'s cells are sized for, or None without one (CPU, or no
     ``device.gpu_memory_gib``)."""
     return CardFit(config, model) if card_gib(config) is not None else None
-
-
-def plan_lines(config: dict[str, Any], grid: Any) -> list[str]:
-    """What the workflow prints when it loads (a dry run shows it): each model x
-    algorithm's peak per phase against the card, from a resolved cell of each (every cell of
-    a model and algorithm trains in the same passes); nothing without a card."""
-    from sagc.pipeline.cells import train_cell_config
-
-    if card_gib(config) is None:
-        return []
-    lines, seen = [], set()
-    for cell in grid.cells():
-        if (cell.model, cell.algorithm) in seen:
-            continue
-        seen.add((cell.model, cell.algorithm))
-        plan = train_cell_config(config, grid, cell)["resolved"]["memory"]
-        source = margins(config, cell.model).source
-        lines.append(f"memory: {cell.model} {cell.algorithm}, {plan['rows_per_pass']} rows x "
-                     f"{plan['tokens_per_row']} tokens a pass, vLLM share {plan['vllm_share']}: generating "
-                     f"{plan['generating_gib']}, scoring {plan['scoring_gib']}, loss pass {plan['loss_pass_gib']} "
-                     f"of {plan['card_gib']} GiB per card ({source} margins)")
-    return lines

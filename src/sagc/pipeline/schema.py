@@ -21,7 +21,7 @@ What the model takes from the code instead of restating it:
   key the trainer accepts is a key the pipeline accepts, and absent keys take the
   trainer's default (no train key but ``TRAIN_FILLED`` is filled in by the schema, so
   adding a trainer default never changes existing cells' configs);
-- the aggregation's defaults from ``sagc.aggregate.grid.Grid``, and the ``claims`` block
+- the aggregation's defaults from ``sagc.aggregate.grid.ResultGrid``, and the ``claims`` block
   whole from ``sagc.aggregate.registration.Registration`` (the pre-registered headline);
 - the ``sagc`` and ``sagc_prompt`` blocks (keys, types, ranges, descriptions) from the
   controllers' config classes (``SAGCConfig``, ``PromptSAGCConfig``), where each key is
@@ -41,13 +41,13 @@ import argparse
 import copy
 import sys
 from pathlib import Path
-from typing import Any, Literal, Optional, Union
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from sagc.aggregate.grid import TIME_UNITS
-from sagc.aggregate.grid import Grid as AggregateDefaults
+from sagc.aggregate.grid import ResultGrid as AggregateDefaults
 from sagc.aggregate.registration import Registration
 from sagc.config_models import Number, Text
 from sagc.controller import POLICIES, SAGCConfig, sizing_pattern
@@ -80,25 +80,44 @@ FILL_NULL = {"x-fill-null": True}
 
 class ModelSpec(_Block):
     arch: Literal["qwen2", "llama"] = Field(None, description="tiny world: architecture class of the tiny model")
-    tiny_model: dict = Field({}, description="tiny world: flags of `python -m sagc.tiny base-model` for this "
-                             "model alone, over tiny.model (e.g. a longer warm start for one architecture)")
+    tiny_model: dict = Field(
+        {},
+        description="tiny world: flags of `python -m sagc.tiny base-model` for this "
+        "model alone, over tiny.model (e.g. a longer warm start for one architecture)",
+    )
     hub_id: str = Field(None, description="hub world: the model id, e.g. Qwen/Qwen2.5-3B")
     revision: str = Field("main", description="hub world: a pinned revision")
     trust_remote_code: bool = False
-    strategy: Literal[STRATEGIES] = Field(None, description=(  # type: ignore[valid-type]
-        "How this model's cells share the model across their processes (launch): ddp (the default: "
-        "each process holds all of it), fsdp2 (sharded, torch FSDP2), zero2 / zero3 (DeepSpeed ZeRO, "
-        "pip install deepspeed); one accelerate config each under configs/accelerate/."))
+    strategy: Literal[STRATEGIES] = Field(
+        None,
+        description=(  # type: ignore[valid-type]
+            "How this model's cells share the model across their processes (launch): ddp (the default: "
+            "each process holds all of it), fsdp2 (sharded, torch FSDP2), zero2 / zero3 (DeepSpeed ZeRO, "
+            "pip install deepspeed); one accelerate config each under configs/accelerate/."
+        ),
+    )
 
 
 #: The policies' blocks, generated from their config classes' field declarations (type,
 #: range, description: ``sagc.settings.block_model``), every key optional (absent: the
 #: class's default). ``seed`` is left out: each cell's comes from the grid.
-SAGCBlock = block_model(SAGCConfig, "SAGCBlock", base=_Block, exclude=("seed",), doc=(
-    "SAGC hyper-parameters (sagc.SAGCConfig, which checks them as a whole); fixed-G cells use tau and scope too."))
-SAGCPromptBlock = block_model(PromptSAGCConfig, "SAGCPromptBlock", base=_Block, exclude=("seed",), doc=(
-    "Prompt-aware sizings (sagc.prompt_aware.config.PromptSAGCConfig, which checks them as a whole; "
-    "docs/prompt-aware.md): the sagc keys plus the predictor's and the schedule's."))
+SAGCBlock = block_model(
+    SAGCConfig,
+    "SAGCBlock",
+    base=_Block,
+    exclude=("seed",),
+    doc=("SAGC hyper-parameters (sagc.SAGCConfig, which checks them as a whole); fixed-G cells use tau and scope too."),
+)
+SAGCPromptBlock = block_model(
+    PromptSAGCConfig,
+    "SAGCPromptBlock",
+    base=_Block,
+    exclude=("seed",),
+    doc=(
+        "Prompt-aware sizings (sagc.prompt_aware.config.PromptSAGCConfig, which checks them as a whole; "
+        "docs/prompt-aware.md): the sagc keys plus the predictor's and the schedule's."
+    ),
+)
 
 
 #: The typed model of a policy's block, where this module has one (others: the config
@@ -107,15 +126,24 @@ BLOCK_MODELS: dict[str, type[BaseModel]] = {"sagc": SAGCBlock, "sagc_prompt": SA
 
 
 class TinyBlock(_Block):
-    world_seed: int = Field(0, ge=0, description=(
-        "Which draw of the tiny world: seeds each base model's initialisation and warm start. Another "
-        "world seed is another world built by the same code (docs/replication.md checks the world's "
-        "structure over several)."))
-    cpu_isa: Literal["avx2", "default", None] = Field("avx2", description=(
-        "The vector instruction set every job of the tiny world computes with (torch's ATEN_CPU_CAPABILITY "
-        "and MKL's MKL_CBWR, unless already exported): the same on every x86-64 CPU with AVX2, so the same "
-        "world and the same runs, bit for bit (docs/replication.md). default = the generic path (also "
-        "without AVX2; slower); null = each machine's own fastest path (its own world)."))
+    world_seed: int = Field(
+        0,
+        ge=0,
+        description=(
+            "Which draw of the tiny world: seeds each base model's initialisation and warm start. Another "
+            "world seed is another world built by the same code (docs/replication.md checks the world's "
+            "structure over several)."
+        ),
+    )
+    cpu_isa: Literal["avx2", "default", None] = Field(
+        "avx2",
+        description=(
+            "The vector instruction set every job of the tiny world computes with (torch's ATEN_CPU_CAPABILITY "
+            "and MKL's MKL_CBWR, unless already exported): the same on every x86-64 CPU with AVX2, so the same "
+            "world and the same runs, bit for bit (docs/replication.md). default = the generic path (also "
+            "without AVX2; slower); null = each machine's own fastest path (its own world)."
+        ),
+    )
     data: dict = Field({}, description="flags of `python -m sagc.tiny data`")
     model: dict = Field({}, description="flags of `python -m sagc.tiny base-model`")
     measure: dict = Field({}, description="flags of `python -m sagc.tiny measure`")
@@ -124,9 +152,10 @@ class TinyBlock(_Block):
 class HubBlock(_Block):
     train_dataset: str = Field(None, description="HF dataset id of the RL training prompts")
     train_split: str = "train"
-    train_source: Optional[str] = Field(None, description="a local JSONL instead of the hub", json_schema_extra=FILL_NULL)
-    benchmark_source: Optional[str] = Field(None, description="a local folder with staged benchmarks",
-                                            json_schema_extra=FILL_NULL)
+    train_source: str | None = Field(None, description="a local JSONL instead of the hub", json_schema_extra=FILL_NULL)
+    benchmark_source: str | None = Field(
+        None, description="a local folder with staged benchmarks", json_schema_extra=FILL_NULL
+    )
 
 
 class TrainBlock(TrainSection):
@@ -141,22 +170,33 @@ class DeviceBlock(DeviceSection):
     """The trainer's ``device`` section (``sagc.train.config.DeviceSection``) as a pipeline
     config states it: ``vllm_gpu_memory_utilization`` may also be "auto"."""
 
-    vllm_gpu_memory_utilization: Union[Number(gt=0.0, le=1.0), Literal["auto"]] = Field(
+    vllm_gpu_memory_utilization: Number(gt=0.0, le=1.0) | Literal["auto"] = Field(
         DeviceSection.default("vllm_gpu_memory_utilization"),
-        description=DeviceSection.model_fields["vllm_gpu_memory_utilization"].description + (
-            " \"auto\": the smallest share that holds the engine's weights, a workspace and the KV cache of "
+        description=DeviceSection.model_fields["vllm_gpu_memory_utilization"].description
+        + (
+            ' "auto": the smallest share that holds the engine\'s weights, a workspace and the KV cache of '
             "its rows of the grid's largest step at the length cap (sagc.pipeline.memory.vllm_share), the "
             "same for every cell of a model; needs device.gpu_memory_gib. With device.vllm_sleep_mode the "
             "loss pass does not pay for it. Where the generation phase leaves less room, the largest share "
-            "it leaves (rows may then queue: warned)."))
+            "it leaves (rows may then queue: warned)."
+        ),
+    )
     # The memory plan's own keys (sagc.pipeline.memory), not the trainer's: no cell carries them.
-    memory_margin_gib: Number(ge=0.0) = Field(4.0, description=(
-        "GiB each phase of the memory plan keeps free for what it does not model: the caching "
-        "allocator's fragmentation at the peak (a few percent of what it holds) and memory outside "
-        "the allocator (NCCL buffers beyond the plan's runtime). Unused with memory_measured."))
-    memory_measured: Optional[str] = Field(None, description=(
-        "A JSON of benchmarks/gpu_memory_check.py run on the card: its measured activation factors, "
-        "runtime and fragmentation replace the plan's stated margins (memory_margin_gib)."))
+    memory_margin_gib: Number(ge=0.0) = Field(
+        4.0,
+        description=(
+            "GiB each phase of the memory plan keeps free for what it does not model: the caching "
+            "allocator's fragmentation at the peak (a few percent of what it holds) and memory outside "
+            "the allocator (NCCL buffers beyond the plan's runtime). Unused with memory_measured."
+        ),
+    )
+    memory_measured: str | None = Field(
+        None,
+        description=(
+            "A JSON of benchmarks/gpu_memory_check.py run on the card: its measured activation factors, "
+            "runtime and fragmentation replace the plan's stated margins (memory_margin_gib)."
+        ),
+    )
 
 
 #: The train keys whose default the schema fills in (the rest stay absent: the trainer's).
@@ -173,19 +213,33 @@ class LaunchBlock(_Block):
     which is per model (``models.<name>.strategy``). The train rule's SLURM resources follow
     from it (``sagc.pipeline.launch.rule_resources``): one GPU per process."""
 
-    nodes: PositiveInt = Field(LaunchSection.default("nodes"), description=(
-        "Machines per training cell (several: under SLURM only, one task per node)."))
-    processes_per_node: PositiveInt = Field(LaunchSection.default("processes_per_node"), description=(
-        "Training processes per machine: one per GPU (device.use_cpu=false), or CPU processes over gloo. "
-        "Every step's P x G rollouts must split evenly across all processes."))
+    nodes: PositiveInt = Field(
+        LaunchSection.default("nodes"),
+        description=("Machines per training cell (several: under SLURM only, one task per node)."),
+    )
+    processes_per_node: PositiveInt = Field(
+        LaunchSection.default("processes_per_node"),
+        description=(
+            "Training processes per machine: one per GPU (device.use_cpu=false), or CPU processes over gloo. "
+            "Every step's P x G rollouts must split evenly across all processes."
+        ),
+    )
     # What a stop on a signal needs (sagc.pipeline.launch.stop_warning_s), not the trainer's keys.
-    stop_step_s: PositiveInt = Field(300, description=(
-        "Seconds the longest training step may take (a step at G_max, every row at the cap): a stop "
-        "signal lets the running step finish before the checkpoint."))
-    stop_save_s: PositiveInt = Field(60, description=(
-        "Seconds a checkpoint save takes (weights and optimizer state to the results' filesystem). "
-        "SLURM's early warning (--signal=USR1@N, the train rule's slurm_extra) is stop_step_s + "
-        "stop_save_s."))
+    stop_step_s: PositiveInt = Field(
+        300,
+        description=(
+            "Seconds the longest training step may take (a step at G_max, every row at the cap): a stop "
+            "signal lets the running step finish before the checkpoint."
+        ),
+    )
+    stop_save_s: PositiveInt = Field(
+        60,
+        description=(
+            "Seconds a checkpoint save takes (weights and optimizer state to the results' filesystem). "
+            "SLURM's early warning (--signal=USR1@N, the train rule's slurm_extra) is stop_step_s + "
+            "stop_save_s."
+        ),
+    )
 
 
 class EvaluateBlock(EvalSettings):
@@ -194,8 +248,11 @@ class EvaluateBlock(EvalSettings):
     defaults to the world's, ``threads`` to the evaluation job's one thread, and
     ``base_models`` chooses the jobs."""
 
-    tasks: list[Text] = Field(None, min_length=1, description=(
-        "packaged task names (python -m sagc.evaluate tasks); default: every task of the config's world"))
+    tasks: list[Text] = Field(
+        None,
+        min_length=1,
+        description=("packaged task names (python -m sagc.evaluate tasks); default: every task of the config's world"),
+    )
     threads: PositiveInt = Field(1, description="torch CPU threads of an evaluation job (its rule's threads)")
     base_models: bool = Field(True, description="evaluate the base models as the reference row")
 
@@ -203,9 +260,10 @@ class EvaluateBlock(EvalSettings):
 class WandbBlock(_Block):
     mode: Literal[WANDB_MODES] = WandbSection.default("mode")  # type: ignore[valid-type]
     project: str = WandbSection.default("project")
-    entity: Optional[str] = Field(WandbSection.default("entity"), json_schema_extra=FILL_NULL)
+    entity: str | None = Field(WandbSection.default("entity"), json_schema_extra=FILL_NULL)
     source: Literal["offline", "online"] = Field(
-        "offline", description="where the aggregation reads the runs: the cells' run files or the W&B API")
+        "offline", description="where the aggregation reads the runs: the cells' run files or the W&B API"
+    )
 
 
 class AggregateBlock(_Block):
@@ -216,9 +274,11 @@ class AggregateBlock(_Block):
 
 class SimulateBlock(_Block):
     enabled: bool = Field(True, description="run the simulator rule as part of `all`")
-    config: Optional[str] = Field(
-        None, description="a simulator config (sagc.simulate); null = the packaged paper_calibrated.yaml",
-        json_schema_extra=FILL_NULL)
+    config: str | None = Field(
+        None,
+        description="a simulator config (sagc.simulate); null = the packaged paper_calibrated.yaml",
+        json_schema_extra=FILL_NULL,
+    )
 
 
 class RuleResources(_Block):
@@ -244,49 +304,88 @@ class PipelineConfig(_Block):
     any job starts; sagc.pipeline.config adds the checks a schema cannot express (sizing names,
     each policy's hyper-parameters, the trainer's cell config) and names the offending key."""
 
-    name: str = Field(..., pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*$",
-                      description="Output namespace, results/<name>/ and paper_figures/<name>/.")
-    world: Literal["tiny", "hub"] = Field(..., description=(
-        "tiny = the embedded offline world the pipeline builds itself (tokenizer, data, tiny models "
-        "warm-started on a synthetic task); hub = real models and datasets from the Hugging Face cache "
-        "(HF_HOME), staged once with network."))
-    models: dict[str, ModelSpec] = Field(..., min_length=1,
-                                         description="Model name -> how to get it. Names appear in paths and tables.")
+    name: str = Field(
+        ...,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*$",
+        description="Output namespace, results/<name>/ and paper_figures/<name>/.",
+    )
+    world: Literal["tiny", "hub"] = Field(
+        ...,
+        description=(
+            "tiny = the embedded offline world the pipeline builds itself (tokenizer, data, tiny models "
+            "warm-started on a synthetic task); hub = real models and datasets from the Hugging Face cache "
+            "(HF_HOME), staged once with network."
+        ),
+    )
+    models: dict[str, ModelSpec] = Field(
+        ..., min_length=1, description="Model name -> how to get it. Names appear in paths and tables."
+    )
     algorithms: list[Literal[ALGORITHMS]] = Field(  # type: ignore[valid-type]
-        ..., min_length=1, json_schema_extra={"uniqueItems": True})
-    sizings: list[str] = Field(..., min_length=1, json_schema_extra={"uniqueItems": True}, description=(
-        "g<N> = fixed G=N; <policy> = a registered group-size policy (sagc = the controller); "
-        "<policy>-<variant> = the policy with <block>_variants.<variant> applied."))
-    seeds: list[int] = Field(..., min_length=1, json_schema_extra={"uniqueItems": True,
-                                                                   "items": {"type": "integer", "minimum": 0}},
-                             description=("The report seeds: the grid trains every cell once per seed, and the "
-                                          "tables and headline report these. No setting may have been tuned "
-                                          "on them."))
-    dev_seeds: list[int] = Field([], json_schema_extra={"uniqueItems": True,
-                                                        "items": {"type": "integer", "minimum": 0}},
-                                 description=("Development seeds: those the config's settings were tuned on. "
-                                              "Declared so that they stay out of `seeds` (checked); the grid "
-                                              "never trains them unless a config lists them in `seeds`."))
+        ..., min_length=1, json_schema_extra={"uniqueItems": True}
+    )
+    sizings: list[str] = Field(
+        ...,
+        min_length=1,
+        json_schema_extra={"uniqueItems": True},
+        description=(
+            "g<N> = fixed G=N; <policy> = a registered group-size policy (sagc = the controller); "
+            "<policy>-<variant> = the policy with <block>_variants.<variant> applied."
+        ),
+    )
+    seeds: list[int] = Field(
+        ...,
+        min_length=1,
+        json_schema_extra={"uniqueItems": True, "items": {"type": "integer", "minimum": 0}},
+        description=(
+            "The report seeds: the grid trains every cell once per seed, and the "
+            "tables and headline report these. No setting may have been tuned "
+            "on them."
+        ),
+    )
+    dev_seeds: list[int] = Field(
+        [],
+        json_schema_extra={"uniqueItems": True, "items": {"type": "integer", "minimum": 0}},
+        description=(
+            "Development seeds: those the config's settings were tuned on. "
+            "Declared so that they stay out of `seeds` (checked); the grid "
+            "never trains them unless a config lists them in `seeds`."
+        ),
+    )
     tiny: TinyBlock = Field({}, description="Parameters of the tiny world's build steps (world tiny only).")
     hub: HubBlock = Field({}, description="Datasets of the hub world.")
     train: TrainBlock
-    rewards: dict[str, float] = Field({"correctness": 1.0, "format": 0.1}, description="Reward function name -> weight.")
+    rewards: dict[str, float] = Field(
+        {"correctness": 1.0, "format": 0.1}, description="Reward function name -> weight."
+    )
     algorithm_overrides: AlgorithmOverrides = Field(
-        {}, description="Per-algorithm keys passed to the trainer's preset (see sagc.train.presets).")
+        {}, description="Per-algorithm keys passed to the trainer's preset (see sagc.train.presets)."
+    )
     evaluate: EvaluateBlock = {}
     wandb: WandbBlock = {}
     aggregate: AggregateBlock = {}
-    claims: Registration = Field({}, description=(
-        "The headline's pre-registered claims (sagc.aggregate.registration): the controller of the primary "
-        "family, the registered cost, the margins and why, the level, and the planned effects and spreads "
-        "the dry run turns into planned power."))
+    claims: Registration = Field(
+        {},
+        description=(
+            "The headline's pre-registered claims (sagc.aggregate.registration): the controller of the primary "
+            "family, the registered cost, the margins and why, the level, and the planned effects and spreads "
+            "the dry run turns into planned power."
+        ),
+    )
     simulate: SimulateBlock = {}
     device: DeviceBlock = {}
-    launch: LaunchBlock = Field({}, description=(
-        "How many processes train each cell: nodes x processes_per_node, one GPU each; started with "
-        "accelerate launch when more than one (sagc.pipeline.launch)."))
-    resources: dict[str, RuleResources] = Field({}, description=(
-        "Per-rule cluster resources: rule name -> {gpu, mem_mb, runtime, cpus_per_task, slurm_partition, ...}"))
+    launch: LaunchBlock = Field(
+        {},
+        description=(
+            "How many processes train each cell: nodes x processes_per_node, one GPU each; started with "
+            "accelerate launch when more than one (sagc.pipeline.launch)."
+        ),
+    )
+    resources: dict[str, RuleResources] = Field(
+        {},
+        description=(
+            "Per-rule cluster resources: rule name -> {gpu, mem_mb, runtime, cpus_per_task, slurm_partition, ...}"
+        ),
+    )
 
 
 # -- from the model to the JSON schema ----------------------------------------------------------
@@ -341,30 +440,39 @@ def _policy_blocks() -> dict[str, Any]:
     out = {}
     for policy in POLICIES.values():
         model = BLOCK_MODELS.get(policy.block)
-        block = (model.model_json_schema() if model is not None
-                 else getattr(policy.config, "json_schema", lambda: {"type": "object"})())
+        block = (
+            model.model_json_schema()
+            if model is not None
+            else getattr(policy.config, "json_schema", lambda: {"type": "object"})()
+        )
         block = _inline(block, block.pop("$defs", {}))
         _clean_props(block)
         block.pop("description", None)
         out[policy.block] = {
-            "type": "object", "default": {},
+            "type": "object",
+            "default": {},
             "description": f"Hyper-parameters of the {policy.name!r} policy ({policy.config.__name__}, which "
-                           f"checks them as a whole).",
+            f"checks them as a whole).",
             **{k: v for k, v in block.items() if k != "type"},
             "additionalProperties": False,
         }
         out[policy.variants_block] = {
-            "type": "object", "default": {},
+            "type": "object",
+            "default": {},
             "description": f"Named overrides of the {policy.block} block (same keys), used by sizings "
-                           f"{policy.name}-<variant>.",
+            f"{policy.name}-<variant>.",
             "additionalProperties": {"type": "object"},
         }
     if "sagc" in out:
-        out["sagc"]["description"] = ("SAGC hyper-parameters (sagc.SAGCConfig, which checks them as a whole); "
-                                      "fixed-G cells use tau and scope too.")
-        out["sagc_variants"]["description"] = ("Named overrides of the sagc block (same keys, checked by "
-                                               "SAGCConfig), used by sizings sagc-<name>; e.g. fast: "
-                                               "{counterfactual: true, selection: constrained}.")
+        out["sagc"]["description"] = (
+            "SAGC hyper-parameters (sagc.SAGCConfig, which checks them as a whole); "
+            "fixed-G cells use tau and scope too."
+        )
+        out["sagc_variants"]["description"] = (
+            "Named overrides of the sagc block (same keys, checked by "
+            "SAGCConfig), used by sizings sagc-<name>; e.g. fast: "
+            "{counterfactual: true, selection: constrained}."
+        )
     return out
 
 
@@ -392,8 +500,9 @@ def config_schema() -> dict[str, Any]:
 
 
 def schema_text() -> str:
-    return HEADER + yaml.safe_dump(config_schema(), sort_keys=False, width=110, allow_unicode=True,
-                                   default_flow_style=None)
+    return HEADER + yaml.safe_dump(
+        config_schema(), sort_keys=False, width=110, allow_unicode=True, default_flow_style=None
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

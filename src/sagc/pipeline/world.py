@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from sagc.pipeline.evaluation import evaluation_plan_line
 from sagc.pipeline.grid import Grid
 
 
@@ -38,8 +39,11 @@ class World:
     def problems(self, config: dict[str, Any]) -> list[str]:
         """What the config lacks for this world, each naming its key."""
         key, example = self.model_key
-        return [f"config key 'models.{model}.{key}': required for world '{self.name}' ({example})"
-                for model, spec in config["models"].items() if key not in spec]
+        return [
+            f"config key 'models.{model}.{key}': required for world '{self.name}' ({example})"
+            for model, spec in config["models"].items()
+            if key not in spec
+        ]
 
     def base_model_path(self, config: dict[str, Any], grid: Grid, model: str) -> str:
         """What a training cell loads its base model from."""
@@ -104,8 +108,11 @@ class HubWorld(World):
 
     def problems(self, config):
         hub = config.get("hub", {})
-        missing = [] if hub.get("train_dataset") or hub.get("train_source") else [
-            "config key 'hub.train_dataset': world 'hub' needs a training dataset (or hub.train_source)"]
+        missing = (
+            []
+            if hub.get("train_dataset") or hub.get("train_source")
+            else ["config key 'hub.train_dataset': world 'hub' needs a training dataset (or hub.train_source)"]
+        )
         return super().problems(config) + missing
 
     def base_model_path(self, config, grid, model):
@@ -125,8 +132,6 @@ class HubWorld(World):
         return [f"{grid.data_dir}/benchmarks/staged.json"]
 
     def load_lines(self, config, grid):
-        from sagc.pipeline.cells import evaluation_plan_line
-
         return [evaluation_plan_line(config, grid)]
 
 

@@ -17,7 +17,7 @@ A bad value raises ``ValueError`` naming ``sagc_prompt.<key>``.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import numpy as np
 from pydantic import Field
@@ -25,15 +25,8 @@ from pydantic import Field
 from sagc.config_models import NonNegativeInt, Number, PositiveInt
 from sagc.controller.sagc import GroupSize, SAGCConfig
 from sagc.prompt_aware.predictor import PredictorConfig, PromptLengthPredictor, prompt_features
+from sagc.prompt_aware.schedule import DEFAULT_LONG_FRACTION, DEFAULT_QUEUE_ROUNDS, TailBatchingStream
 from sagc.settings import check
-
-#: Share of an epoch's prompts deferred to long rounds by default: RollPacker's tail
-#: rounds hold the longest ~quarter; with 4 prompts a step it is one step in four.
-DEFAULT_LONG_FRACTION = 0.25
-
-#: Rounds' worth of deferred prompts that start a long round (the riskiest first): 2 sorts
-#: the long prompts better than 1 at a delay of ~6 rounds (docs/prompt-aware.md).
-DEFAULT_QUEUE_ROUNDS = 2
 
 _SAGC_KEYS = tuple(f.name for f in fields(SAGCConfig))
 _PREDICTOR_KEYS = tuple(f.name for f in fields(PredictorConfig))
@@ -52,20 +45,23 @@ class PromptSAGCConfig:
 
     sagc: SAGCConfig = field(default_factory=SAGCConfig)
     predictor: PredictorConfig = field(default_factory=PredictorConfig)
-    long_fraction: Annotated[Number(gt=0, lt=1), Field(
-        description="share of prompts deferred to long rounds")] = DEFAULT_LONG_FRACTION
-    queue_rounds: Annotated[PositiveInt, Field(
-        description="rounds' worth of deferred prompts that start a long round")] = DEFAULT_QUEUE_ROUNDS
+    long_fraction: Annotated[Number(gt=0, lt=1), Field(description="share of prompts deferred to long rounds")] = (
+        DEFAULT_LONG_FRACTION
+    )
+    queue_rounds: Annotated[
+        PositiveInt, Field(description="rounds' worth of deferred prompts that start a long round")
+    ] = DEFAULT_QUEUE_ROUNDS
     hash_dim: Annotated[NonNegativeInt, Field(description="hashed edge-token features (0: token count only)")] = 256
     edge_tokens: Annotated[NonNegativeInt, Field(description="tokens at each prompt edge that are hashed")] = 2
-    group_size: Annotated[Optional[GroupSize], Field(
-        description="null: SAGC per round kind; N: tail batching at G=N")] = None
+    group_size: Annotated[GroupSize | None, Field(description="null: SAGC per round kind; N: tail batching at G=N")] = (
+        None
+    )
 
     def __post_init__(self) -> None:
         check(self, "sagc_prompt")
 
     @classmethod
-    def from_dict(cls, d: Any) -> "PromptSAGCConfig":
+    def from_dict(cls, d: Any) -> PromptSAGCConfig:
         if not isinstance(d, dict):
             raise ValueError(f"sagc_prompt must be a mapping of its keys, got {type(d).__name__}")
         own = cls._own_keys()
@@ -105,8 +101,7 @@ class PromptSAGCConfig:
     def schedule(self, n: int, seed: int, shuffle: bool = True, features: np.ndarray | None = None):
         """The tail-batching stream over ``n`` prompts; ``features`` (one row per prompt,
         e.g. ``features(token_ids)``) inform the predictor (none: an intercept only)."""
-        from sagc.prompt_aware.schedule import TailBatchingStream  # it imports this module's defaults
-
         predictor = PromptLengthPredictor(n, features, self.predictor)
-        return TailBatchingStream(n, seed, shuffle, predictor=predictor, long_fraction=self.long_fraction,
-                                  queue_rounds=self.queue_rounds)
+        return TailBatchingStream(
+            n, seed, shuffle, predictor=predictor, long_fraction=self.long_fraction, queue_rounds=self.queue_rounds
+        )

@@ -21,8 +21,9 @@ baseline with that stream. ``build_prompt_sagc`` is the registry's builder of th
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
-from typing import Any, Iterable, Protocol, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -38,8 +39,12 @@ class RoundSchedule(Protocol):
     def next_round_long(self) -> bool: ...
 
 
-def tail_batching(config: PromptSAGCConfig, base: PromptStream, token_ids: Sequence[Sequence[int]] | None = None,
-                  features: np.ndarray | None = None) -> TailBatchingStream:
+def tail_batching(
+    config: PromptSAGCConfig,
+    base: PromptStream,
+    token_ids: Sequence[Sequence[int]] | None = None,
+    features: np.ndarray | None = None,
+) -> TailBatchingStream:
     """The tail-batching stream of a ``sagc_prompt`` block over ``base``'s prompts and seed;
     the predictor's features are ``features`` if given, else those of ``token_ids`` (the
     token ids, or a function returning them)."""
@@ -53,8 +58,12 @@ class PromptAwareSAGC(GroupSizer):
     ``sagc_prompt`` block whose tail-batching stream ``prompt_stream`` supplies (None: the
     plain stream)."""
 
-    def __init__(self, config: SAGCConfig | None = None, schedule: RoundSchedule | None = None,
-                 tail: PromptSAGCConfig | None = None) -> None:
+    def __init__(
+        self,
+        config: SAGCConfig | None = None,
+        schedule: RoundSchedule | None = None,
+        tail: PromptSAGCConfig | None = None,
+    ) -> None:
         self.config = config if config is not None else SAGCConfig()
         self.short = SAGCController(self.config)
         self.long = SAGCController(replace(self.config, seed=self.config.seed + 1))
@@ -70,8 +79,9 @@ class PromptAwareSAGC(GroupSizer):
         """The prompt stream whose round kinds choose the controller."""
         self.schedule = schedule
 
-    def prompt_stream(self, base: PromptStream, token_ids: Sequence[Sequence[int]] | None = None,
-                      features: np.ndarray | None = None) -> PromptStream:
+    def prompt_stream(
+        self, base: PromptStream, token_ids: Sequence[Sequence[int]] | None = None, features: np.ndarray | None = None
+    ) -> PromptStream:
         """The tail-batching stream (``tail_batching``), attached; ``base`` without ``tail``."""
         if self.tail is None:
             return base
@@ -127,7 +137,9 @@ class PromptAwareSAGC(GroupSizer):
         if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= step:
             raise ValueError(f"sagc_prompt state key 'n_stragglers' must be an integer in [0, {step}], got {n!r}")
         if state.get("active") not in (None, "short", "long"):
-            raise ValueError(f"sagc_prompt state key 'active' must be 'short', 'long' or null, got {state.get('active')!r}")
+            raise ValueError(
+                f"sagc_prompt state key 'active' must be 'short', 'long' or null, got {state.get('active')!r}"
+            )
         if not isinstance(state.get("round_long"), bool):
             raise ValueError("sagc_prompt state key 'round_long' must be true or false")
         short, long = SAGCController(self.short.config), SAGCController(self.long.config)
@@ -153,8 +165,9 @@ class TailBatchedFixedGroupSize(FixedGroupSize):
         super().__init__(tail.group_size, tau=tail.sagc.tau, scope=tail.sagc.scope)
         self.tail = tail
 
-    def prompt_stream(self, base: PromptStream, token_ids: Sequence[Sequence[int]] | None = None,
-                      features: np.ndarray | None = None) -> PromptStream:
+    def prompt_stream(
+        self, base: PromptStream, token_ids: Sequence[Sequence[int]] | None = None, features: np.ndarray | None = None
+    ) -> PromptStream:
         return tail_batching(self.tail, base, token_ids, features)
 
 

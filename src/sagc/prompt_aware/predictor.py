@@ -34,9 +34,10 @@ from __future__ import annotations
 
 import math
 import zlib
-from statistics import NormalDist
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Annotated, Any, Iterable, Sequence
+from statistics import NormalDist
+from typing import Annotated, Any
 
 import numpy as np
 from pydantic import Field
@@ -68,13 +69,15 @@ class PredictorConfig:
     checked on construction and make these keys of the pipeline's ``sagc_prompt`` block.
     """
 
-    quantile: Annotated[Number(ge=0.5, lt=1), Field(
-        description="upper quantile of a rollout's length: the risk score")] = 0.9
+    quantile: Annotated[
+        Number(ge=0.5, lt=1), Field(description="upper quantile of a rollout's length: the risk score")
+    ] = 0.9
     history_decay: Annotated[Number(gt=0, le=1), Field(description="weight of a prompt's older epochs")] = 0.5
     ridge: Annotated[Number(gt=0), Field(description="L2 penalty of the feature regression")] = 1.0
     prior_strength: Annotated[Number(gt=0), Field(description="pseudo-rollouts of the pooled spread")] = 4.0
-    min_between_var: Annotated[Number(gt=0), Field(
-        description="floor of the between-prompt variance (log units)")] = 0.01
+    min_between_var: Annotated[Number(gt=0), Field(description="floor of the between-prompt variance (log units)")] = (
+        0.01
+    )
 
     def __post_init__(self) -> None:
         check(self, "sagc_prompt")
@@ -232,8 +235,9 @@ class PromptLengthPredictor:
         if state.get("version") != STATE_VERSION:
             raise ValueError(f"unsupported prompt_length_predictor state version {state.get('version')!r}")
         if state.get("n") != self.n:
-            raise ValueError(f"prompt_length_predictor state key 'n': saved for {state.get('n')} prompts, "
-                             f"this run has {self.n}")
+            raise ValueError(
+                f"prompt_length_predictor state key 'n': saved for {state.get('n')} prompts, this run has {self.n}"
+            )
         d = self.x.shape[1]
         arrays = {}
         for key, shape in (("A_inv", (d, d)), ("b", (d,)), ("count", (self.n,)), ("sum", (self.n,)),

@@ -34,15 +34,23 @@ resumed run draws exactly the prompts the uninterrupted one would have.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
-from sagc.prompt_aware.config import DEFAULT_LONG_FRACTION, DEFAULT_QUEUE_ROUNDS
 from sagc.prompt_aware.predictor import PromptLengthPredictor
 from sagc.prompts import PromptStream
 
 STATE_VERSION = 1
+
+#: Share of an epoch's prompts deferred to long rounds by default: RollPacker's tail
+#: rounds hold the longest ~quarter; with 4 prompts a step it is one step in four.
+DEFAULT_LONG_FRACTION = 0.25
+
+#: Rounds' worth of deferred prompts that start a long round (the riskiest first): 2 sorts
+#: the long prompts better than 1 at a delay of ~6 rounds (docs/prompt-aware.md).
+DEFAULT_QUEUE_ROUNDS = 2
 
 
 class TailBatchingStream(PromptStream):
@@ -155,21 +163,26 @@ class TailBatchingStream(PromptStream):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore ``state_dict()``: checked whole (``ValueError`` naming the key) before use."""
         if not isinstance(state, dict) or state.get("kind") != "tail_batching":
-            raise ValueError("prompt stream state key 'kind': expected a 'tail_batching' state "
-                             "(was the run started with another prompt schedule?)")
+            raise ValueError(
+                "prompt stream state key 'kind': expected a 'tail_batching' state "
+                "(was the run started with another prompt schedule?)"
+            )
         if state.get("version") != STATE_VERSION:
             raise ValueError(f"unsupported tail_batching state version {state.get('version')!r}")
         for key in ("long_fraction", "queue_rounds"):
             if state.get(key) != getattr(self, key):
-                raise ValueError(f"tail_batching state key {key!r}: saved {state.get(key)!r}, "
-                                 f"this run has {getattr(self, key)}")
+                raise ValueError(
+                    f"tail_batching state key {key!r}: saved {state.get(key)!r}, this run has {getattr(self, key)}"
+                )
         base = PromptStream(self.n, self.seed, self.shuffle)
         base.load_state_dict(state)  # checks n, seed and shuffle; gives epoch, pos and the base order
         deferred = state.get("deferred")
         passed = set(int(i) for i in base._order[: base.pos])
         if (not isinstance(deferred, list) or len(set(deferred)) != len(deferred)
                 or not all(isinstance(i, int) and i in passed for i in deferred)):  # fmt: skip
-            raise ValueError("tail_batching state key 'deferred' must list distinct prompts already passed in the epoch")
+            raise ValueError(
+                "tail_batching state key 'deferred' must list distinct prompts already passed in the epoch"
+            )
         rounds = state.get("rounds")
         if not isinstance(rounds, list) or not all(isinstance(r, bool) for r in rounds):
             raise ValueError("tail_batching state key 'rounds' must be a list of booleans")
@@ -184,4 +197,3 @@ class TailBatchingStream(PromptStream):
         self.round_prompts = rp
         self.round_open = state["round_open"]
         self.rounds = list(rounds)
-

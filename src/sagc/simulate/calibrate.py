@@ -125,14 +125,14 @@ def calibrate(base: SimConfig | None = None, grid: dict[str, tuple] | None = Non
         "base_steps": base.steps,
         "steps_for_paper_hours": steps_for_paper,
         "at_paper_scale": {
-            name: {k: scaled[name][k] for k in ("straggler_rate", "total_hours", "mean_group_size", "padding_efficiency")}
+            name: {
+                k: scaled[name][k] for k in ("straggler_rate", "total_hours", "mean_group_size", "padding_efficiency")
+            }
             for name in scaled
         },
         "calibrated_config": cfg.replace(steps=steps_for_paper, sizings=base.sizings).to_dict(),
         # The closest point that keeps the paper's "G=16 straggles nearly always" claim.
-        "best_with_r16_at_least_0.99": next(
-            (asdict(p) for p in points if p.straggler_rate_g16 >= 0.99), None
-        ),
+        "best_with_r16_at_least_0.99": next((asdict(p) for p in points if p.straggler_rate_g16 >= 0.99), None),
         "bound_r4_given_r16": 1.0 - (1.0 - best.straggler_rate_g16) ** 0.25,
         "points": [asdict(p) for p in points],
     }

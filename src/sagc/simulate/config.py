@@ -12,8 +12,9 @@ sensitive to them than the absolute hours.
 """
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Mapping, Optional, Union
+from typing import Annotated, Any
 
 from pydantic import ConfigDict, Field, PlainValidator, field_validator, model_validator
 
@@ -137,8 +138,9 @@ class RealRunLengthConfig(Section):
     @model_validator(mode="after")
     def _check(self) -> "RealRunLengthConfig":
         if self.short_prob + self.long_prob > 1.0:
-            raise ValueError(f"lengths.short_prob + lengths.long_prob must be <= 1, got "
-                             f"{self.short_prob} + {self.long_prob}")
+            raise ValueError(
+                f"lengths.short_prob + lengths.long_prob must be <= 1, got {self.short_prob} + {self.long_prob}"
+            )
         if self.max_tokens < self.min_tokens:
             raise ValueError(
                 f"lengths.max_tokens ({self.max_tokens}) must be >= lengths.min_tokens ({self.min_tokens})"
@@ -177,10 +179,14 @@ class SweepConfig(Section):
     for every tau since the straggler test depends on it)."""
 
     section_key = "sweep"
-    tau: Annotated[tuple[Annotated[_Float, Field(gt=1.0)], ...], Field(min_length=1),
-                   Expect("a non-empty list of numbers > 1")] = (1.5, 2.0, 2.5, 3.0, 4.0)
-    delta: Annotated[tuple[Annotated[_Float, Field(gt=0.0, lt=1.0)], ...], Field(min_length=1),
-                     Expect("a non-empty list of numbers in (0, 1)")] = (0.1, 0.2, 0.3, 0.4, 0.5)
+    tau: Annotated[
+        tuple[Annotated[_Float, Field(gt=1.0)], ...], Field(min_length=1), Expect("a non-empty list of numbers > 1")
+    ] = (1.5, 2.0, 2.5, 3.0, 4.0)
+    delta: Annotated[
+        tuple[Annotated[_Float, Field(gt=0.0, lt=1.0)], ...],
+        Field(min_length=1),
+        Expect("a non-empty list of numbers in (0, 1)"),
+    ] = (0.1, 0.2, 0.3, 0.4, 0.5)
 
 
 def _sagc_config(value: Any) -> SAGCConfig:
@@ -210,14 +216,17 @@ class SimConfig(Section):
     seed: NonNegativeInt = 0
     steps: PositiveInt = 1000
     prompts_per_step: PositiveInt = 8
-    sizings: Annotated[tuple[Text, ...], Field(min_length=1),
-                       Expect("a non-empty list such as [g4, g16, sagc]")] = ("g4", "g8", "g16", "sagc")
+    sizings: Annotated[tuple[Text, ...], Field(min_length=1), Expect("a non-empty list such as [g4, g16, sagc]")] = (
+        "g4",
+        "g8",
+        "g16",
+        "sagc",
+    )
     source: OneOf(LENGTH_SOURCES) = "parametric"
     sagc: Annotated[SAGCConfig, PlainValidator(_sagc_config)] = Field(default_factory=SAGCConfig)
-    lengths: Union[ParametricLengthConfig, ReplayConfig, RealRunLengthConfig] = Field(
-        default_factory=ParametricLengthConfig)
+    lengths: ParametricLengthConfig | ReplayConfig | RealRunLengthConfig = Field(default_factory=ParametricLengthConfig)
     throughput: ThroughputConfig = Field(default_factory=ThroughputConfig)
-    sweep: Optional[SweepConfig] = None
+    sweep: SweepConfig | None = None
 
     @model_validator(mode="before")
     @classmethod

@@ -17,8 +17,9 @@ loop: numpy over thousands of steps at once, >100k steps/s) and a loop that call
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -167,7 +168,9 @@ def run_fixed(g: int, source, steps: int, width: int, tp: ThroughputConfig, tau:
     """Fixed G, vectorised: no controller call; the straggler flag is computed exactly as
     ``FixedGroupSize.observe`` would (checked by the tests)."""
     t0 = time.perf_counter()
-    parts: dict[str, list] = {k: [] for k in ("ratio", "rollout_s", "train_s", "step_s", "tokens", "padded_tokens", "prompts")}
+    parts: dict[str, list] = {
+        k: [] for k in ("ratio", "rollout_s", "train_s", "step_s", "tokens", "padded_tokens", "prompts")
+    }
     for _, block in source.blocks(steps, width):
         if isinstance(block, np.ndarray):
             sub = block[:, :, :g]
@@ -195,7 +198,9 @@ def run_fixed(g: int, source, steps: int, width: int, tp: ThroughputConfig, tau:
     )
 
 
-def run_controller(sizer: GroupSizer, source, steps: int, width: int, tp: ThroughputConfig, name: str | None = None) -> SizingResult:
+def run_controller(
+    sizer: GroupSizer, source, steps: int, width: int, tp: ThroughputConfig, name: str | None = None
+) -> SizingResult:
     """Any group sizer, one ``next_group_size`` / ``observe`` pair per step."""
     if sizer.max_group_size > width:
         raise ValueError(f"the sizer can choose G={sizer.max_group_size} but the length pool is {width} wide")
@@ -263,7 +268,9 @@ def simulate(
     for name in cfg.sizings:
         sizer = factory(name, sagc_cfg)
         if fast_fixed and isinstance(sizer, FixedGroupSize):
-            results[name] = run_fixed(sizer.group_size, source, steps, width, cfg.throughput, sagc_cfg.tau, sagc_cfg.scope)
+            results[name] = run_fixed(
+                sizer.group_size, source, steps, width, cfg.throughput, sagc_cfg.tau, sagc_cfg.scope
+            )
         else:
             results[name] = run_controller(sizer, source, steps, width, cfg.throughput, name)
     return results
@@ -273,8 +280,7 @@ def summary_table(results: dict[str, SizingResult]) -> list[dict[str, Any]]:
     """One row per sizing with, for every fixed G simulated, the speed-up against it
     (``speedup_vs_g<N>`` = T_gN / T, ``time_saved_vs_g<N>`` = 1 - T / T_gN)."""
     rows = [r.summary() for r in results.values()]
-    fixed = {name: r.summary()["total_hours"] for name, r in results.items()
-             if fixed_group_size(name) is not None}
+    fixed = {name: r.summary()["total_hours"] for name, r in results.items() if fixed_group_size(name) is not None}
     for row in rows:
         for name, hours in sorted(fixed.items(), key=lambda kv: fixed_group_size(kv[0])):
             row[f"speedup_vs_{name}"] = hours / row["total_hours"]

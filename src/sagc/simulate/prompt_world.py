@@ -28,8 +28,9 @@ if it is cheaper at an equal or larger mean log2 G.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -37,8 +38,8 @@ from sagc.controller import GroupSizer, parse_sizing
 from sagc.prompts import PromptStream
 from sagc.simulate.config import ParametricLengthConfig, ThroughputConfig
 from sagc.simulate.engine import SizingResult, step_costs
-from sagc.trace import TraceStep, read_trace
 from sagc.simulate.suite import VARIANTS, base_sagc, mean_ci
+from sagc.trace import TraceStep, read_trace
 
 #: The prompt-heterogeneous world: the suite's tiny-world scale (median 40 tokens, cap 480),
 #: with prompt scales spread as much as the tiny world's problem sizes (2-5 steps: 21-45

@@ -14,15 +14,15 @@ prompts varies between steps (a replayed DAPO run with dynamic sampling), a list
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Iterator, Sequence, Union
 
 import numpy as np
 
 from sagc.simulate.config import ParametricLengthConfig, RealRunLengthConfig, ReplayConfig
 from sagc.trace import TraceStep, read_trace
 
-Block = Union[np.ndarray, list]
+Block = np.ndarray | list
 
 #: Steps per generated block. Part of the pool's definition (each block has its own
 #: seeded streams), so it must not change: the same (seed, step) always gives the same
@@ -167,9 +167,7 @@ class ReplayLengths:
 
     def blocks(self, steps: int, width: int) -> Iterator[tuple[int, Block]]:
         if steps > len(self.trace) and not self.cfg.cycle:
-            raise ValueError(
-                f"the trace has {len(self.trace)} steps, {steps} were asked for (set lengths.cycle: true)"
-            )
+            raise ValueError(f"the trace has {len(self.trace)} steps, {steps} were asked for (set lengths.cycle: true)")
         rng = np.random.default_rng(self.seed)
         rows: list[np.ndarray] = []
         for t in range(steps):

@@ -47,9 +47,10 @@ Metrics per controller (each run, then mean and 95% t-interval over seeds):
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -84,8 +85,9 @@ def base_sagc(config: str | Path = GRID_CONFIG) -> dict[str, Any]:
 
     path = Path(config)
     if not path.is_file():
-        raise ValueError(f"the suite's controller settings come from a pipeline config; {path} does not "
-                         "exist (pass --grid-config)")
+        raise ValueError(
+            f"the suite's controller settings come from a pipeline config; {path} does not exist (pass --grid-config)"
+        )
     block = (yaml.safe_load(path.read_text()) or {}).get("sagc") or {}
     missing = [k for k in BASE_KEYS if k not in block]
     if missing:
@@ -167,11 +169,12 @@ class SuiteConfig:
         unknown = sorted(set(self.worlds) - set(WORLDS))
         if unknown:
             raise ValueError(f"worlds: unknown world(s) {unknown}; known: {sorted(WORLDS)}")
-        for name, over in self.variants.items():
+        for name in self.variants:
             sizing = parse_sizing(name, key="variants")
             if sizing.is_fixed or sizing.policy.name not in SUITE_POLICIES:
-                raise ValueError(f"variants: {name!r} must be one of {list(SUITE_POLICIES)}, "
-                                 "or one of them with '-<name>'")
+                raise ValueError(
+                    f"variants: {name!r} must be one of {list(SUITE_POLICIES)}, or one of them with '-<name>'"
+                )
             try:
                 self.block(name)
             except ValueError as e:
@@ -205,7 +208,7 @@ def world_config(world: str, steps: int, seed: int, suite: SuiteConfig) -> SimCo
     common = dict(name=world, seed=seed, steps=steps, prompts_per_step=suite.prompts,
                   sizings=fixed + tuple(suite.variants), sagc=SAGCConfig.from_dict(dict(suite.sagc)))  # fmt: skip
     if world.startswith("replay:"):
-        trace = world[len("replay:"):]
+        trace = world[len("replay:") :]
         return SimConfig(source="replay", lengths=ReplayConfig(trace=trace, cycle=True), **common)
     source, keys = WORLDS[world]
     return SimConfig(source=source, lengths=LENGTH_CONFIGS[source](**keys), **common)
@@ -315,8 +318,15 @@ def saving_share(ratios: Sequence[float], ceiling: Sequence[float]) -> tuple[flo
         return share, math.nan
     if np.array_equal(saved, most) or not saved.any():  # the ceiling itself, the reference: exact
         return share, 0.0
-    ci = stats.bootstrap((saved, most), lambda a, b, axis: a.mean(axis) / b.mean(axis), paired=True,
-                         vectorized=True, n_resamples=999, method="percentile", random_state=0).confidence_interval
+    ci = stats.bootstrap(
+        (saved, most),
+        lambda a, b, axis: a.mean(axis) / b.mean(axis),
+        paired=True,
+        vectorized=True,
+        n_resamples=999,
+        method="percentile",
+        random_state=0,
+    ).confidence_interval
     return share, float(ci.high - ci.low) / 2.0
 
 
@@ -333,8 +343,9 @@ def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             row[m], row[f"{m}_ci95"] = mean_ci([r[m] for r in runs]) if m in runs[0] else (math.nan, math.nan)
         for m in SAVINGS:
             if f"ceiling_{m}" in runs[0]:
-                row[f"{m}_share"], row[f"{m}_share_ci95"] = saving_share([r[m] for r in runs],
-                                                                         [r[f"ceiling_{m}"] for r in runs])
+                row[f"{m}_share"], row[f"{m}_share_ci95"] = saving_share(
+                    [r[m] for r in runs], [r[f"ceiling_{m}"] for r in runs]
+                )
         out.append(row)
     return out
 

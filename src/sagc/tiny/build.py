@@ -13,9 +13,9 @@ import random
 import time
 from pathlib import Path
 
-from sagc.tiny.task import TaskParams, iter_texts, load_split, write_splits
-
 from sagc.tiny.defaults import DEFAULT_VOCAB_SIZE
+from sagc.tiny.task import TaskParams, iter_texts, load_split, write_splits
+from sagc.tiny.warmstart import WarmStartParams, warm_start
 
 # torch / transformers are imported inside the functions that need them: `data` is a
 # seconds-long pipeline step and should not pay for importing them.
@@ -41,15 +41,23 @@ def build_tokenizer(data_dir: Path, out_dir: Path, vocab_size: int = DEFAULT_VOC
     t0 = time.perf_counter()
     tok = train_tokenizer(iter_texts(Path(data_dir)), vocab_size=vocab_size)
     save_tokenizer(tok, out_dir)
-    report = {"vocab_size": len(tok), "requested_vocab_size": vocab_size,
-              "seconds": time.perf_counter() - t0}
+    report = {"vocab_size": len(tok), "requested_vocab_size": vocab_size, "seconds": time.perf_counter() - t0}
     (Path(out_dir) / "build.json").write_text(json.dumps(report, indent=2) + "\n")
     return report
 
 
-def build_base_model(arch: str, data_dir: Path, tokenizer_dir: Path, out_dir: Path, seed: int = 0,
-                     size=None, warm=None, eval_samples: int = 128, sample=None,
-                     log_every: int = 0) -> dict:
+def build_base_model(
+    arch: str,
+    data_dir: Path,
+    tokenizer_dir: Path,
+    out_dir: Path,
+    seed: int = 0,
+    size=None,
+    warm=None,
+    eval_samples: int = 128,
+    sample=None,
+    log_every: int = 0,
+) -> dict:
     """Build, warm-start, evaluate on ``eval_samples`` eval rows, save; return the report.
 
     ``size``: ``ModelSize``; ``warm``: ``WarmStartParams``; ``sample``: ``SampleParams``
@@ -63,7 +71,6 @@ def build_base_model(arch: str, data_dir: Path, tokenizer_dir: Path, out_dir: Pa
     from sagc.tiny.measure import SampleParams, accuracy
     from sagc.tiny.models import MODEL_NAMES, ModelSize, build_model, n_parameters, save_model
     from sagc.tiny.tokenizer import load_tokenizer
-    from sagc.tiny.warmstart import WarmStartParams, warm_start
 
     t0 = time.perf_counter()
     size = (size or ModelSize()).validate()
@@ -74,8 +81,9 @@ def build_base_model(arch: str, data_dir: Path, tokenizer_dir: Path, out_dir: Pa
     tok = load_tokenizer(tokenizer_dir)
     train_rows = load_split(data_dir, "train")
     model = build_model(arch, tok, size, seed=seed)
-    warm_report = warm_start(model, tok, train_rows, warm, seed=seed, log_every=log_every,
-                             modulus=task_modulus(data_dir))
+    warm_report = warm_start(
+        model, tok, train_rows, warm, seed=seed, log_every=log_every, modulus=task_modulus(data_dir)
+    )
     report = {
         "model": MODEL_NAMES[arch],
         "arch": arch,

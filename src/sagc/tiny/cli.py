@@ -28,6 +28,7 @@ import sys
 from dataclasses import fields
 from pathlib import Path
 
+from sagc.tiny.build import build_base_model, build_data, build_tokenizer
 from sagc.tiny.defaults import (
     DEFAULT_MAX_COMPLETION_LENGTH,
     DEFAULT_PROMPTS_PER_STEP,
@@ -35,8 +36,9 @@ from sagc.tiny.defaults import (
     DEFAULT_TEMPERATURE,
     DEFAULT_VOCAB_SIZE,
 )
-from sagc.tiny.models import ARCHS, ModelSize
-from sagc.tiny.task import SPLITS, TaskParams
+from sagc.tiny.models import ARCHS, ModelSize, load_model
+from sagc.tiny.task import SPLITS, TaskParams, load_split
+from sagc.tiny.tokenizer import load_tokenizer
 from sagc.tiny.warmstart import WarmStartParams
 
 
@@ -51,8 +53,13 @@ def _add_dataclass_flags(p: argparse.ArgumentParser, cls, prefix: str = "", skip
         if f.name in skip:
             continue
         default = getattr(defaults, f.name)
-        p.add_argument(_flag(prefix + f.name), dest=prefix + f.name, type=type(default),
-                       default=default, help=f"(default: {default})")
+        p.add_argument(
+            _flag(prefix + f.name),
+            dest=prefix + f.name,
+            type=type(default),
+            default=default,
+            help=f"(default: {default})",
+        )
 
 
 def _from_args(cls, args, prefix: str = ""):
@@ -78,6 +85,7 @@ def _positive_int(flag: str):
         if v < 1:
             raise argparse.ArgumentTypeError(f"{flag} must be >= 1, got {v}")
         return v
+
     return parse
 
 
@@ -87,12 +95,14 @@ def _existing_dir(flag: str):
         if not p.is_dir():
             raise argparse.ArgumentTypeError(f"{flag}: folder not found: {s}")
         return p
+
     return parse
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m sagc.tiny", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m sagc.tiny", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("data", help="generate train/eval/heldout JSONL splits")
@@ -124,11 +134,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--group-sizes", type=_positive_int("--group-sizes"), nargs="+", default=[4, 8, 16])
     p.add_argument("--steps", type=_positive_int("--steps"), default=30)
     p.add_argument("--tau", type=float, default=DEFAULT_TAU)
-    p.add_argument("--prompts-per-step", type=_positive_int("--prompts-per-step"),
-                   default=DEFAULT_PROMPTS_PER_STEP)
+    p.add_argument("--prompts-per-step", type=_positive_int("--prompts-per-step"), default=DEFAULT_PROMPTS_PER_STEP)
     p.add_argument("--temperature", type=float, default=DEFAULT_TEMPERATURE)
-    p.add_argument("--max-completion-length", type=_positive_int("--max-completion-length"),
-                   default=DEFAULT_MAX_COMPLETION_LENGTH)
+    p.add_argument(
+        "--max-completion-length", type=_positive_int("--max-completion-length"), default=DEFAULT_MAX_COMPLETION_LENGTH
+    )
     p.add_argument("--split", choices=SPLITS, default="train")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=_positive_int("--threads"), default=1)
@@ -146,39 +156,38 @@ def _emit(report: dict, path: Path | None = None) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "data":
-        from sagc.tiny.build import build_data
-
         params = _from_args(TaskParams, args)
         report = build_data(args.out, seed=args.seed, params=params)
         report["params"] = params.to_dict()
         _emit(report, args.out / "build.json")
     elif args.command == "tokenizer":
-        from sagc.tiny.build import build_tokenizer
-
         if args.vocab_size < 300:
             raise SystemExit(f"error: --vocab-size must be >= 300, got {args.vocab_size}")
         _emit(build_tokenizer(args.data, args.out, vocab_size=args.vocab_size))
     elif args.command == "base-model":
         import torch
 
-        from sagc.tiny.build import build_base_model
-
         if args.eval_samples < 0:
             raise SystemExit(f"error: --eval-samples must be >= 0, got {args.eval_samples}")
         size = _from_args(ModelSize, args)
         warm = _from_args(WarmStartParams, args, prefix="warm_")
         torch.set_num_threads(args.threads)
-        report = build_base_model(args.arch, args.data, args.tokenizer, args.out, seed=args.seed,
-                                  size=size, warm=warm, eval_samples=args.eval_samples,
-                                  log_every=max(0, args.log_every))
+        report = build_base_model(
+            args.arch,
+            args.data,
+            args.tokenizer,
+            args.out,
+            seed=args.seed,
+            size=size,
+            warm=warm,
+            eval_samples=args.eval_samples,
+            log_every=max(0, args.log_every),
+        )
         _emit(report)
     elif args.command == "measure":
         import torch
 
         from sagc.tiny.measure import SampleParams, measure_group_sizes
-        from sagc.tiny.models import load_model
-        from sagc.tiny.task import load_split
-        from sagc.tiny.tokenizer import load_tokenizer
 
         if not args.tau > 1:
             raise SystemExit(f"error: --tau must be > 1, got {args.tau}")
@@ -187,8 +196,13 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
         model, tok = load_model(args.model), load_tokenizer(args.model)
         report = measure_group_sizes(
-            model, tok, load_split(args.data, args.split), list(args.group_sizes), args.steps,
-            prompts_per_step=args.prompts_per_step, tau=args.tau,
+            model,
+            tok,
+            load_split(args.data, args.split),
+            list(args.group_sizes),
+            args.steps,
+            prompts_per_step=args.prompts_per_step,
+            tau=args.tau,
             params=SampleParams(temperature=args.temperature, max_new_tokens=args.max_completion_length),
             seed=args.seed,
         )

@@ -23,14 +23,13 @@ import torch
 
 from sagc.lengths import REAL_RUN_TAIL, TAIL_GROUP_SIZE, as_groups, length_stats, tail_table
 from sagc.rewards import correctness_reward, format_reward
-from sagc.tiny.task import BEHAVIOURS, Problem, behaviour_of
-
-from sagc.tiny.defaults import (  # noqa: F401  (re-exported)
+from sagc.tiny.defaults import (
     DEFAULT_MAX_COMPLETION_LENGTH,
     DEFAULT_PROMPTS_PER_STEP,
     DEFAULT_TAU,
     DEFAULT_TEMPERATURE,
 )
+from sagc.tiny.task import BEHAVIOURS, Problem, behaviour_of
 
 
 @dataclass(frozen=True)
@@ -40,7 +39,7 @@ class SampleParams:
     top_k: int = 0  # 0 = off: plain sampling at the training temperature
     top_p: float = 1.0
 
-    def validate(self) -> "SampleParams":
+    def validate(self) -> SampleParams:
         if not self.temperature > 0:
             raise ValueError(f"temperature must be > 0, got {self.temperature!r}")
         if isinstance(self.max_new_tokens, bool) or not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
@@ -51,22 +50,22 @@ class SampleParams:
 
 
 @torch.no_grad()
-def sample_completions(model, tokenizer, prompts: list[str], params: SampleParams,
-                       greedy: bool = False, return_batch: bool = False):
+def sample_completions(
+    model, tokenizer, prompts: list[str], params: SampleParams, greedy: bool = False, return_batch: bool = False
+):
     """Generate one completion per prompt in one batch; return texts and token lengths
     (and, with ``return_batch``, the padded ids + attention mask of prompt + completion)."""
     params.validate()
-    enc = tokenizer(prompts, return_tensors="pt", padding=True, padding_side="left",
-                    add_special_tokens=False)
-    gen_kwargs = dict(max_new_tokens=params.max_new_tokens, pad_token_id=tokenizer.pad_token_id,
-                      eos_token_id=tokenizer.eos_token_id)
+    enc = tokenizer(prompts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False)
+    gen_kwargs = dict(
+        max_new_tokens=params.max_new_tokens, pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id
+    )
     if greedy:
         gen_kwargs.update(do_sample=False, temperature=None, top_k=None, top_p=None)
     else:
-        gen_kwargs.update(do_sample=True, temperature=params.temperature, top_k=params.top_k,
-                          top_p=params.top_p)
+        gen_kwargs.update(do_sample=True, temperature=params.temperature, top_k=params.top_k, top_p=params.top_p)
     out = model.generate(**enc, **gen_kwargs)
-    completions = out[:, enc["input_ids"].shape[1]:]
+    completions = out[:, enc["input_ids"].shape[1] :]
     texts, lengths = [], []
     for row in completions.tolist():
         if tokenizer.eos_token_id in row:
@@ -78,8 +77,11 @@ def sample_completions(model, tokenizer, prompts: list[str], params: SampleParam
     if return_batch:
         width = completions.shape[1]
         comp_mask = (torch.arange(width)[None, :] < torch.tensor(lengths)[:, None]).long()
-        batch = {"input_ids": out, "attention_mask": torch.cat([enc["attention_mask"], comp_mask], 1),
-                 "n_prompt": enc["input_ids"].shape[1]}
+        batch = {
+            "input_ids": out,
+            "attention_mask": torch.cat([enc["attention_mask"], comp_mask], 1),
+            "n_prompt": enc["input_ids"].shape[1],
+        }
         return texts, lengths, batch
     return texts, lengths
 
@@ -101,8 +103,9 @@ def time_update(model, batch: dict) -> float:
     return seconds
 
 
-def accuracy(model, tokenizer, rows: list[dict], params: SampleParams, greedy: bool = False,
-             batch_size: int = 64) -> dict:
+def accuracy(
+    model, tokenizer, rows: list[dict], params: SampleParams, greedy: bool = False, batch_size: int = 64
+) -> dict:
     """Correctness and format rate of one completion per row (sampled unless ``greedy``)."""
     correct, formatted, lengths = [], [], []
     for i in range(0, len(rows), batch_size):
@@ -133,8 +136,7 @@ def behaviour_shares(texts: list[str], prompts: list[str], correct: list[float])
             b = "other"
         rows[b].append(c)
     n = max(1, len(texts))
-    return {b: {"share": len(v) / n, "accuracy": float(np.mean(v)) if v else None}
-            for b, v in rows.items()}
+    return {b: {"share": len(v) / n, "accuracy": float(np.mean(v)) if v else None} for b, v in rows.items()}
 
 
 def describe_lengths(lengths: list[int], cap: int) -> dict:
@@ -167,10 +169,18 @@ class GroupSizeResult:
     ratios: list = field(default_factory=list)
 
 
-def measure_group_sizes(model, tokenizer, rows: list[dict], group_sizes: list[int], steps: int,
-                        prompts_per_step: int = DEFAULT_PROMPTS_PER_STEP, tau: float = DEFAULT_TAU,
-                        params: SampleParams | None = None, seed: int = 0,
-                        measure_update: bool = True) -> dict:
+def measure_group_sizes(
+    model,
+    tokenizer,
+    rows: list[dict],
+    group_sizes: list[int],
+    steps: int,
+    prompts_per_step: int = DEFAULT_PROMPTS_PER_STEP,
+    tau: float = DEFAULT_TAU,
+    params: SampleParams | None = None,
+    seed: int = 0,
+    measure_update: bool = True,
+) -> dict:
     """Simulate ``steps`` rollout phases per G and report the straggler rate and lengths."""
     params = (params or SampleParams()).validate()
     if not group_sizes or any(isinstance(g, bool) or not isinstance(g, int) or g < 1 for g in group_sizes):
@@ -215,21 +225,23 @@ def measure_group_sizes(model, tokenizer, rows: list[dict], group_sizes: list[in
         all_lengths += lens_g
         if g >= TAIL_GROUP_SIZE:
             tail_groups += g_groups
-        results.append(GroupSizeResult(
-            group_size=g,
-            steps=steps,
-            straggler_rate=float(np.mean(flags)),
-            mean_ratio=float(np.mean(ratios)),
-            reward_mean=float(np.mean(rewards)),
-            varied_group_frac=float(np.mean(varied)),
-            generate_seconds_mean=float(np.mean(secs)),
-            update_seconds_mean=float(np.mean(upd)) if upd else float("nan"),
-            generation_share=float(np.sum(secs) / (np.sum(secs) + np.sum(upd))) if upd else float("nan"),
-            lengths=describe_lengths(lens_g, params.max_new_tokens),
-            tail=tail_table(g_groups) if g >= TAIL_GROUP_SIZE else {},
-            behaviours=behaviour_shares(texts_g, prompts_g, rewards),
-            ratios=[round(r, 3) for r in ratios],
-        ))
+        results.append(
+            GroupSizeResult(
+                group_size=g,
+                steps=steps,
+                straggler_rate=float(np.mean(flags)),
+                mean_ratio=float(np.mean(ratios)),
+                reward_mean=float(np.mean(rewards)),
+                varied_group_frac=float(np.mean(varied)),
+                generate_seconds_mean=float(np.mean(secs)),
+                update_seconds_mean=float(np.mean(upd)) if upd else float("nan"),
+                generation_share=float(np.sum(secs) / (np.sum(secs) + np.sum(upd))) if upd else float("nan"),
+                lengths=describe_lengths(lens_g, params.max_new_tokens),
+                tail=tail_table(g_groups) if g >= TAIL_GROUP_SIZE else {},
+                behaviours=behaviour_shares(texts_g, prompts_g, rewards),
+                ratios=[round(r, 3) for r in ratios],
+            )
+        )
     return {
         "tau": tau,
         "prompts_per_step": prompts_per_step,

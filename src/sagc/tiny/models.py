@@ -35,9 +35,15 @@ class ModelSize:
     max_position_embeddings: int = 512
     rope_theta: float = 10000.0
 
-    def validate(self) -> "ModelSize":
-        for name in ("hidden_size", "num_layers", "num_heads", "num_kv_heads",
-                     "intermediate_size", "max_position_embeddings"):
+    def validate(self) -> ModelSize:
+        for name in (
+            "hidden_size",
+            "num_layers",
+            "num_heads",
+            "num_kv_heads",
+            "intermediate_size",
+            "max_position_embeddings",
+        ):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"model parameter {name!r} must be a positive integer, got {v!r}")

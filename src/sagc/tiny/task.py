@@ -55,9 +55,9 @@ import math
 import random
 import re
 import string
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Iterable, Iterator
 
 import sagc.io
 
@@ -99,14 +99,18 @@ class TaskParams:
     n_heldout: int = 128
     operators: str = "+-"
 
-    def validate(self) -> "TaskParams":
+    def validate(self) -> TaskParams:
         """Raise ``ValueError`` naming the parameter when a value is out of range."""
+
         def fail(name: str, why: str) -> None:
             raise ValueError(f"task parameter {name!r}: {why} (got {getattr(self, name)!r})")
 
-        if not isinstance(self.operators, str) or not self.operators or any(
-            c not in OPERATORS for c in self.operators
-        ) or len(set(self.operators)) != len(self.operators):
+        if (
+            not isinstance(self.operators, str)
+            or not self.operators
+            or any(c not in OPERATORS for c in self.operators)
+            or len(set(self.operators)) != len(self.operators)
+        ):
             fail("operators", f"must be a non-empty string of distinct characters from {''.join(OPERATORS)!r}")
         for f in fields(self):
             if f.name == "operators":
@@ -114,8 +118,16 @@ class TaskParams:
             v = getattr(self, f.name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
                 fail(f.name, "must be a finite number")
-        for name in ("modulus", "min_steps", "max_steps", "heldout_min_steps",
-                     "heldout_max_steps", "n_train", "n_eval", "n_heldout"):
+        for name in (
+            "modulus",
+            "min_steps",
+            "max_steps",
+            "heldout_min_steps",
+            "heldout_max_steps",
+            "n_train",
+            "n_eval",
+            "n_heldout",
+        ):
             if int(getattr(self, name)) != getattr(self, name):
                 fail(name, "must be an integer")
         if not 2 <= self.modulus <= 10:
@@ -159,7 +171,7 @@ class Problem:
     modulus: int = 10
 
     @classmethod
-    def from_prompt(cls, prompt: str, modulus: int = 10) -> "Problem":
+    def from_prompt(cls, prompt: str, modulus: int = 10) -> Problem:
         """Parse a prompt written by ``prompt`` back into the problem (ValueError if not one)."""
         m = _PROMPT.match(prompt) if isinstance(prompt, str) else None
         if m is None:
@@ -187,8 +199,10 @@ class Problem:
 
     @property
     def prompt(self) -> str:
-        return (f"start {self.start_letter}:{self.start_value} next=prev{self.op}{self.operand} "
-                f"find {self.letter(self.n_steps)}\n")
+        return (
+            f"start {self.start_letter}:{self.start_value} next=prev{self.op}{self.operand} "
+            f"find {self.letter(self.n_steps)}\n"
+        )
 
     @property
     def solution(self) -> str:
@@ -196,8 +210,7 @@ class Problem:
 
     def record(self) -> dict:
         """The JSONL row (contract: prompt, answer, solution, n_steps)."""
-        return {"prompt": self.prompt, "answer": self.answer, "solution": self.solution,
-                "n_steps": self.n_steps}
+        return {"prompt": self.prompt, "answer": self.answer, "solution": self.solution, "n_steps": self.n_steps}
 
 
 def apply_op(value: int, op: str, operand: int, modulus: int) -> int:
@@ -215,8 +228,9 @@ def step_line(problem: Problem, k: int, prev: int, value: int) -> str:
     return f"{problem.letter(k)}={prev}{problem.op}{problem.operand}={value}"
 
 
-def render_completion(problem: Problem, stop_shift: int = 0, slip: tuple[int, int] | None = None,
-                      checks: int = 0) -> str:
+def render_completion(
+    problem: Problem, stop_shift: int = 0, slip: tuple[int, int] | None = None, checks: int = 0
+) -> str:
     """A completion of ``problem`` in one of the warm start's behaviours.
 
     ``stop_shift``: stop that many letters after (> 0) or before (< 0) the target

@@ -15,12 +15,16 @@ gets the same token ids; ``tests/tiny`` checks both.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
+from typing import TYPE_CHECKING
 
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
 from sagc.tiny.defaults import DEFAULT_VOCAB_SIZE
+
+if TYPE_CHECKING:  # transformers is imported where a tokenizer is built
+    from transformers import PreTrainedTokenizerFast
 
 EOS_TOKEN = "<|endoftext|>"
 PAD_TOKEN = "<|pad|>"
@@ -44,7 +48,7 @@ PRETOKENIZE_REGEX = (
 )
 
 
-def train_tokenizer(texts: Iterable[str], vocab_size: int = DEFAULT_VOCAB_SIZE) -> "PreTrainedTokenizerFast":
+def train_tokenizer(texts: Iterable[str], vocab_size: int = DEFAULT_VOCAB_SIZE) -> PreTrainedTokenizerFast:
     """Train a byte-level BPE on ``texts`` and wrap it with eos/pad and the chat template."""
     if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 300:
         # 256 byte symbols + specials must fit, with some room for merges.
@@ -71,7 +75,7 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = DEFAULT_VOCAB_SIZE) 
     return wrap_tokenizer(tok)
 
 
-def wrap_tokenizer(tok: Tokenizer) -> "PreTrainedTokenizerFast":
+def wrap_tokenizer(tok: Tokenizer) -> PreTrainedTokenizerFast:
     from transformers import PreTrainedTokenizerFast  # heavy import, only when needed
 
     fast = PreTrainedTokenizerFast(
@@ -98,7 +102,7 @@ def save_tokenizer(tokenizer, out_dir: Path) -> Path:
     return out_dir
 
 
-def load_tokenizer(path: Path) -> "PreTrainedTokenizerFast":
+def load_tokenizer(path: Path) -> PreTrainedTokenizerFast:
     """Load the tokenizer from a tokenizer folder or a model folder (it holds one too)."""
     path = Path(path)
     tj = path / "tokenizer.json"

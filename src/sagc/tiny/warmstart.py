@@ -51,7 +51,7 @@ class WarmStartParams:
     max_checks: int = 2
     max_length: int = 160
 
-    def validate(self) -> "WarmStartParams":
+    def validate(self) -> WarmStartParams:
         for name in ("steps", "batch_size", "warmup_steps", "max_length", "max_checks"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
@@ -66,8 +66,7 @@ class WarmStartParams:
             raise ValueError(f"warm-start parameter 'weight_decay' must be >= 0, got {self.weight_decay!r}")
         if self.max_checks < 1:
             raise ValueError(f"warm-start parameter 'max_checks' must be >= 1, got {self.max_checks}")
-        for name in ("miscount_frac", "slip_frac", "check_frac", "check_continue", "lesson_frac",
-                     "lesson_slip_frac"):
+        for name in ("miscount_frac", "slip_frac", "check_frac", "check_continue", "lesson_frac", "lesson_slip_frac"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= v < 1.0:
                 raise ValueError(f"warm-start parameter {name!r} must be in [0, 1), got {v!r}")
@@ -77,17 +76,20 @@ class WarmStartParams:
         return asdict(self)
 
 
-def draw_behaviour(problem: Problem, rng: random.Random, params: WarmStartParams,
-                   lesson: bool = False) -> tuple[str, dict]:
+def draw_behaviour(
+    problem: Problem, rng: random.Random, params: WarmStartParams, lesson: bool = False
+) -> tuple[str, dict]:
     """One SFT target for ``problem`` and the behaviour flags it was drawn with.
 
     The three draws are independent: a check can follow a slip or a miscount (and repair
     it). A ``lesson`` always checks, after a first pass that slipped with probability
     ``lesson_slip_frac``.
     """
-    flags = {"miscount": rng.random() < params.miscount_frac,
-             "slip": rng.random() < (params.lesson_slip_frac if lesson else params.slip_frac),
-             "check": lesson or rng.random() < params.check_frac}
+    flags = {
+        "miscount": rng.random() < params.miscount_frac,
+        "slip": rng.random() < (params.lesson_slip_frac if lesson else params.slip_frac),
+        "check": lesson or rng.random() < params.check_frac,
+    }
     shift = 0
     if flags["miscount"]:
         shift = -1 if problem.n_steps > 1 and rng.random() < 0.5 else 1
@@ -101,8 +103,7 @@ def draw_behaviour(problem: Problem, rng: random.Random, params: WarmStartParams
     return render_completion(problem, stop_shift=shift, slip=slip, checks=checks), flags
 
 
-def _encode(tokenizer, prompt: str, target: str, max_length: int, lesson: bool = False
-            ) -> tuple[list[int], int]:
+def _encode(tokenizer, prompt: str, target: str, max_length: int, lesson: bool = False) -> tuple[list[int], int]:
     """Token ids of prompt + target + eos (truncated) and the number of context tokens (no
     loss). A lesson's context runs to its first ``CHECK_LINE`` word included: the model learns
     how to check without learning to start checks more often than ``check_frac``."""
@@ -130,8 +131,15 @@ def _batch(examples: list[tuple[list[int], int]], pad_id: int) -> dict:
     return {"input_ids": input_ids, "attention_mask": attention, "labels": labels}
 
 
-def warm_start(model, tokenizer, rows: list[dict], params: WarmStartParams | None = None,
-               seed: int = 0, log_every: int = 0, modulus: int = 10) -> dict:
+def warm_start(
+    model,
+    tokenizer,
+    rows: list[dict],
+    params: WarmStartParams | None = None,
+    seed: int = 0,
+    log_every: int = 0,
+    modulus: int = 10,
+) -> dict:
     """Fine-tune ``model`` in place on ``rows`` (train split, of a task with ``modulus``);
     return a small report (with the number of SFT examples of each behaviour)."""
     import torch
@@ -142,8 +150,9 @@ def warm_start(model, tokenizer, rows: list[dict], params: WarmStartParams | Non
     rng = random.Random(seed)
     torch.manual_seed(seed)
     model.train()
-    opt = torch.optim.AdamW(model.parameters(), lr=params.learning_rate,
-                            weight_decay=params.weight_decay, betas=(0.9, 0.98))
+    opt = torch.optim.AdamW(
+        model.parameters(), lr=params.learning_rate, weight_decay=params.weight_decay, betas=(0.9, 0.98)
+    )
 
     def lr_at(step: int) -> float:
         # Linear warmup then cosine decay to 10%: stable for tiny models at a high lr.
@@ -178,10 +187,13 @@ def warm_start(model, tokenizer, rows: list[dict], params: WarmStartParams | Non
         sched.step()
         losses.append(loss.item())
         if log_every and (step + 1) % log_every == 0:
-            print(f"warm start step {step + 1}/{params.steps} loss {sum(losses[-log_every:]) / log_every:.4f}"
-                  f" ({time.perf_counter() - t0:.1f}s)", flush=True)
+            print(
+                f"warm start step {step + 1}/{params.steps} loss {sum(losses[-log_every:]) / log_every:.4f}"
+                f" ({time.perf_counter() - t0:.1f}s)",
+                flush=True,
+            )
     model.eval()
-    tail = losses[-max(1, min(20, len(losses))):] if losses else [math.nan]
+    tail = losses[-max(1, min(20, len(losses))) :] if losses else [math.nan]
     return {
         "params": params.to_dict(),
         "seconds": time.perf_counter() - t0,

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from sagc.io import atomic_write_text
 
@@ -49,12 +50,15 @@ def read_state(checkpoint: str | Path) -> dict[str, Any]:
     """The trainer's state of a checkpoint; ``ValueError`` when absent or of another version."""
     path = Path(checkpoint) / STATE_FILE
     if not path.is_file():
-        raise ValueError(f"checkpoint {checkpoint} has no {STATE_FILE}: it was not written by "
-                         "SAGCGRPOTrainer or is incomplete")
+        raise ValueError(
+            f"checkpoint {checkpoint} has no {STATE_FILE}: it was not written by SAGCGRPOTrainer or is incomplete"
+        )
     state = json.loads(path.read_text())
     if state.get("version") != STATE_VERSION:
-        raise ValueError(f"unsupported {STATE_FILE} version {state.get('version')!r} in {checkpoint} "
-                         f"(this trainer writes version {STATE_VERSION}): train the cell from scratch")
+        raise ValueError(
+            f"unsupported {STATE_FILE} version {state.get('version')!r} in {checkpoint} "
+            f"(this trainer writes version {STATE_VERSION}): train the cell from scratch"
+        )
     return state
 
 
@@ -90,8 +94,11 @@ def discard_stale_checkpoints(checkpoint_dir: Path, fingerprint: str) -> None:
     expected = f"{fingerprint} sagc_state-v{STATE_VERSION}"
     if checkpoint_dir.is_dir() and any(checkpoint_dir.glob("checkpoint-*")):
         if not stamp.is_file() or stamp.read_text().strip() != expected:
-            log.warning("checkpoints in %s belong to another config of this cell (or an older "
-                        "checkpoint format): starting fresh", checkpoint_dir)
+            log.warning(
+                "checkpoints in %s belong to another config of this cell (or an older "
+                "checkpoint format): starting fresh",
+                checkpoint_dir,
+            )
             shutil.rmtree(checkpoint_dir)
     checkpoint_dir.mkdir(parents=True, exist_ok=True)
     stamp.write_text(expected + "\n")
@@ -125,8 +132,12 @@ def resume_point(out: Path, fingerprint: str, cell_id: str, leftovers: Sequence[
     checkpoint = latest_complete_checkpoint(checkpoint_dir)
     if checkpoint is None or not is_final_checkpoint(checkpoint):
         return checkpoint
-    log.warning("cell %s: %s is the last step of a finished run whose done.json is gone "
-                "(a forced rerun): training again from scratch", cell_id, checkpoint)
+    log.warning(
+        "cell %s: %s is the last step of a finished run whose done.json is gone "
+        "(a forced rerun): training again from scratch",
+        cell_id,
+        checkpoint,
+    )
     shutil.rmtree(checkpoint_dir)
     for path in map(Path, leftovers):  # the old run's files would sit next to the new ones
         if path.is_dir():

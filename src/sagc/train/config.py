@@ -26,9 +26,9 @@ Keys beyond the pipeline's shape (all optional, defaults below):
   ``sagc.controller.SAGCConfig`` keys; ``seed`` is ``train.seed``); the registry
   ``sagc.controller.registry`` maps the sizing name to its policy and block.
 
-Loading a cell also resolves it (``sagc.train.resolve``): the algorithm preset with its
-overrides and the step layout at every G, in the ``resolved`` block, which the pipeline writes
-into every ``cell.json`` and the job reads as it is.
+Loading a cell also resolves it (``resolve_cell``): the algorithm preset with its overrides
+and the step layout at every G, in the ``resolved`` block (``sagc.train.resolve``), which the
+pipeline writes into every ``cell.json`` and the job reads as it is.
 
 This module imports only the standard library, pydantic and light ``sagc`` modules (no torch,
 no TRL) so that validation is instant and runs before the heavy imports.
@@ -36,14 +36,17 @@ no TRL) so that validation is instant and runs before the heavy imports.
 
 import json
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, Mapping, Optional, Union
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from sagc.config_models import Expect, Flag, Integer, NonNegativeInt, Number, OneOf, PositiveInt, Section, Text
 from sagc.controller import Sizing, parse_sizing
-from sagc.train.resolve import CardFit, ResolvedCell, resolve_cell, settings_fingerprint
+from sagc.train.presets import resolve_algorithm, step_shapes
+from sagc.train.resolve import CardSizer, ResolvedCell, settings_fingerprint
+from sagc.train.rewards import REWARD_NAMES
 from sagc.vllm_support import require_vllm, vllm_cpu_build_installed, vllm_installed  # noqa: F401 (the trainer's and tests' import path)
 
 ALGORITHMS = ("grpo", "dapo")
@@ -77,9 +80,9 @@ class CellSection(Section):
 class ModelSection(Section):
     section_key: ClassVar[str] = "model"
     path: Text = Field(description="a local model folder or a hub id")
-    tokenizer: Optional[Text] = None
+    tokenizer: Text | None = None
     trust_remote_code: Flag = False
-    revision: Optional[Text] = Field(None, description="a pinned hub revision (hub ids only)")
+    revision: Text | None = Field(None, description="a pinned hub revision (hub ids only)")
 
 
 class DataSection(Section):
@@ -97,10 +100,12 @@ class TrainSection(Section):
 
     section_key: ClassVar[str] = "train"
     steps: PositiveInt = 30
-    prompts_per_step: Optional[PositiveInt] = Field(
-        4, description="fixed prompts per step (the paper's setting); exactly one of it and rollout_budget")
-    rollout_budget: Optional[PositiveInt] = Field(
-        None, description="fixed rollouts per step instead of fixed prompts (prompts = budget / G)")
+    prompts_per_step: PositiveInt | None = Field(
+        4, description="fixed prompts per step (the paper's setting); exactly one of it and rollout_budget"
+    )
+    rollout_budget: PositiveInt | None = Field(
+        None, description="fixed rollouts per step instead of fixed prompts (prompts = budget / G)"
+    )
     max_prompt_length: PositiveInt = 96
     max_completion_length: PositiveInt = 160
     temperature: Number(gt=0.0) = 1.0
@@ -108,31 +113,43 @@ class TrainSection(Section):
     learning_rate: Number(gt=0.0) = 5e-5
     save_steps: PositiveInt = 10
     seed: NonNegativeInt = 1234567
-    torch_threads: Optional[PositiveInt] = Field(
-        1, description="torch threads of a train job; null = torch's own choice")
-    gradient_accumulation_steps: Union[PositiveInt, Literal["auto"]] = Field(1, description=(
-        "Micro-batches per optimizer update. A step's P x G rollouts are split into minibatches x "
-        "gradient_accumulation_steps micro-batches of which TRL runs the loss pass one at a time "
-        "(per_device_train_batch_size = the largest micro-batch). \"auto\": sized for "
-        "device.gpu_memory_gib by the estimate of sagc.pipeline.memory when the pipeline resolves the "
-        "cell: the largest micro-batch of a step at the grid's smallest G that fits, the same for every "
-        "cell of a model and algorithm, with train.micro_batch_rows set to it (every cell trains in "
-        "passes of that size, whatever its G). vLLM still generates the whole step at once (max_num_seqs "
-        "= P x G_max whatever the split)."))
-    micro_batch_rows: Optional[PositiveInt] = Field(None, description=(
-        "Rows of one forward/backward pass (null: TRL's micro-batch, whatever its size). A larger "
-        "micro-batch is run as passes of this many rows, its gradients accumulated: with a G that "
-        "changes per step, TRL's micro-batch grows with G, and a cap sized for G_max would give "
-        "small-G steps smaller passes than a fixed-G cell's (sagc.train.trainer)."))
+    torch_threads: PositiveInt | None = Field(1, description="torch threads of a train job; null = torch's own choice")
+    gradient_accumulation_steps: PositiveInt | Literal["auto"] = Field(
+        1,
+        description=(
+            "Micro-batches per optimizer update. A step's P x G rollouts are split into minibatches x "
+            "gradient_accumulation_steps micro-batches of which TRL runs the loss pass one at a time "
+            '(per_device_train_batch_size = the largest micro-batch). "auto": sized for '
+            "device.gpu_memory_gib by the estimate of sagc.pipeline.memory when the pipeline resolves the "
+            "cell: the largest micro-batch of a step at the grid's smallest G that fits, the same for every "
+            "cell of a model and algorithm, with train.micro_batch_rows set to it (every cell trains in "
+            "passes of that size, whatever its G). vLLM still generates the whole step at once (max_num_seqs "
+            "= P x G_max whatever the split)."
+        ),
+    )
+    micro_batch_rows: PositiveInt | None = Field(
+        None,
+        description=(
+            "Rows of one forward/backward pass (null: TRL's micro-batch, whatever its size). A larger "
+            "micro-batch is run as passes of this many rows, its gradients accumulated: with a G that "
+            "changes per step, TRL's micro-batch grows with G, and a cap sized for G_max would give "
+            "small-G steps smaller passes than a fixed-G cell's (sagc.train.trainer)."
+        ),
+    )
     lr_scheduler_type: OneOf(LR_SCHEDULERS) = "constant"
     max_grad_norm: Number(ge=0.0) = 1.0
     save_total_limit: PositiveInt = 2
     shuffle: Flag = True
     generation_kwargs: Annotated[dict[str, Any], Expect("a mapping of transformers GenerationConfig keys")] = Field(
-        default_factory=dict, description="extra transformers GenerationConfig keys of the rollouts")
-    stop: Annotated[tuple[Text, ...], Expect("a list of non-empty stop strings")] = Field((), description=(
-        "Stop strings of the training generations (as the evaluation tasks' `until`): a completion is "
-        "cut before the first one and ended with EOS, so it counts as finished."))
+        default_factory=dict, description="extra transformers GenerationConfig keys of the rollouts"
+    )
+    stop: Annotated[tuple[Text, ...], Expect("a list of non-empty stop strings")] = Field(
+        (),
+        description=(
+            "Stop strings of the training generations (as the evaluation tasks' `until`): a completion is "
+            "cut before the first one and ended with EOS, so it counts as finished."
+        ),
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -159,18 +176,18 @@ class AlgorithmSection(Section):
 
     section_key: ClassVar[str] = "algorithm"
     name: OneOf(ALGORITHMS) = "grpo"
-    loss_type: Optional[OneOf(LOSS_TYPES)] = None
-    beta: Optional[Number(ge=0.0)] = None
-    epsilon: Optional[Number(gt=0.0, le=1.0)] = None
-    epsilon_high: Optional[Number(gt=0.0)] = None
-    scale_rewards: Optional[OneOf(SCALE_REWARDS)] = None
-    num_iterations: Optional[PositiveInt] = None
-    minibatches: Optional[PositiveInt] = None
-    mask_truncated_completions: Optional[Flag] = None
-    dynamic_sampling: Optional[Flag] = None
-    ds_max_rounds: Optional[NonNegativeInt] = None
-    overlong_buffer: Optional[NonNegativeInt] = None
-    overlong_weight: Optional[Number(ge=0.0)] = None
+    loss_type: OneOf(LOSS_TYPES) | None = None
+    beta: Number(ge=0.0) | None = None
+    epsilon: Number(gt=0.0, le=1.0) | None = None
+    epsilon_high: Number(gt=0.0) | None = None
+    scale_rewards: OneOf(SCALE_REWARDS) | None = None
+    num_iterations: PositiveInt | None = None
+    minibatches: PositiveInt | None = None
+    mask_truncated_completions: Flag | None = None
+    dynamic_sampling: Flag | None = None
+    ds_max_rounds: NonNegativeInt | None = None
+    overlong_buffer: NonNegativeInt | None = None
+    overlong_weight: Number(ge=0.0) | None = None
 
 
 class SizingSection(Section):
@@ -196,12 +213,13 @@ class SizingSection(Section):
         block = sizing.block
         unknown = sorted(set(d) - {"name", block})
         if unknown:
-            raise ValueError(f"unknown key(s) in sizing: {', '.join(f'sizing.{k}' for k in unknown)} "
-                             f"(allowed: {sorted({'name', block})})")
+            raise ValueError(
+                f"unknown key(s) in sizing: {', '.join(f'sizing.{k}' for k in unknown)} "
+                f"(allowed: {sorted({'name', block})})"
+            )
         params = d.get(block, {})
         if not isinstance(params, Mapping):
-            raise ValueError(f"sizing.{block} must be a mapping of {sizing.config_class.__name__} keys, "
-                             f"got {params!r}")
+            raise ValueError(f"sizing.{block} must be a mapping of {sizing.config_class.__name__} keys, got {params!r}")
         if "seed" in params:
             raise ValueError(f"sizing.{block}.seed is not allowed: the controller is seeded with train.seed")
         try:
@@ -235,10 +253,10 @@ class WandbSection(Section):
     section_key: ClassVar[str] = "wandb"
     mode: OneOf(WANDB_MODES) = "offline"
     project: Text = "sagc-repro"
-    entity: Optional[Text] = None
-    group: Optional[Text] = None
-    name: Optional[Text] = None
-    dir: Optional[Text] = None
+    entity: Text | None = None
+    group: Text | None = None
+    name: Text | None = None
+    dir: Text | None = None
 
 
 class DeviceSection(Section):
@@ -251,54 +269,84 @@ class DeviceSection(Section):
     gradient_checkpointing: Flag = False
     use_vllm: Flag = False
     vllm_mode: OneOf(VLLM_MODES) = "colocate"
-    vllm_gpu_memory_utilization: Number(gt=0.0, le=1.0) = Field(0.3, description=(
-        "Share of the card a colocated vLLM engine claims (its weights, KV cache and workspace), as "
-        "vLLM's gpu_memory_utilization."))
+    vllm_gpu_memory_utilization: Number(gt=0.0, le=1.0) = Field(
+        0.3,
+        description=(
+            "Share of the card a colocated vLLM engine claims (its weights, KV cache and workspace), as "
+            "vLLM's gpu_memory_utilization."
+        ),
+    )
     vllm_tensor_parallel_size: PositiveInt = 1
-    vllm_sleep_mode: Flag = Field(False, description=(
-        "TRL's vllm_enable_sleep_mode: the colocated engine frees its weights and KV cache after each "
-        "generation (sleep level 2) and takes them back before the next, the weights re-pushed from the "
-        "policy. The loss pass then has the card without the vLLM share, so the share can be as large as "
-        "a step at G_max needs. CUDA only: vLLM's CPU build has no sleep mode. Unused without use_vllm."))
-    master_weights: OneOf(MASTER_WEIGHTS) = Field("fp32", description=(
-        "How the optimizer keeps the weights when bf16 is on. fp32: fp32 master weights with bf16 "
-        "autocast (the model is loaded in fp32). bf16_kahan: bf16 weights with an AdamW that carries "
-        "the rounding error in a compensation buffer (sagc.train.precision), for cards where fp32 "
-        "masters do not fit. Plain bf16 weights are not offered: at lr 1e-6 an update is below half a "
-        "bf16 ulp of most weights and rounds away."))
-    gpu_memory_gib: Optional[Number(gt=0.0)] = Field(None, description=(
-        "Memory of the card the jobs run on (GiB, as the driver reports it: ~79 for an 80 GB card, "
-        "140.4 for a 141 GB H200, the driver's total). When set, every cell must fit it by the estimate of "
-        "sagc.pipeline.memory, and train.gradient_accumulation_steps=auto sizes micro-batches."))
-    vllm_importance_sampling_mode: OneOf(IS_MODES) = Field("token_truncate", description=(
-        "TRL's correction for the vLLM/trainer probability mismatch. token_truncate (the default here, "
-        "TRL's is sequence_mask) clips each token's ratio at vllm_importance_sampling_clip_max; a "
-        "sequence-level ratio is a product over the completion's tokens, so with 4k-token completions "
-        "*_mask modes drop long rows preferentially, exactly the stragglers the grid studies."))
+    vllm_sleep_mode: Flag = Field(
+        False,
+        description=(
+            "TRL's vllm_enable_sleep_mode: the colocated engine frees its weights and KV cache after each "
+            "generation (sleep level 2) and takes them back before the next, the weights re-pushed from the "
+            "policy. The loss pass then has the card without the vLLM share, so the share can be as large as "
+            "a step at G_max needs. CUDA only: vLLM's CPU build has no sleep mode. Unused without use_vllm."
+        ),
+    )
+    master_weights: OneOf(MASTER_WEIGHTS) = Field(
+        "fp32",
+        description=(
+            "How the optimizer keeps the weights when bf16 is on. fp32: fp32 master weights with bf16 "
+            "autocast (the model is loaded in fp32). bf16_kahan: bf16 weights with an AdamW that carries "
+            "the rounding error in a compensation buffer (sagc.train.precision), for cards where fp32 "
+            "masters do not fit. Plain bf16 weights are not offered: at lr 1e-6 an update is below half a "
+            "bf16 ulp of most weights and rounds away."
+        ),
+    )
+    gpu_memory_gib: Number(gt=0.0) | None = Field(
+        None,
+        description=(
+            "Memory of the card the jobs run on (GiB, as the driver reports it: ~79 for an 80 GB card, "
+            "140.4 for a 141 GB H200, the driver's total). When set, every cell must fit it by the estimate of "
+            "sagc.pipeline.memory, and train.gradient_accumulation_steps=auto sizes micro-batches."
+        ),
+    )
+    vllm_importance_sampling_mode: OneOf(IS_MODES) = Field(
+        "token_truncate",
+        description=(
+            "TRL's correction for the vLLM/trainer probability mismatch. token_truncate (the default here, "
+            "TRL's is sequence_mask) clips each token's ratio at vllm_importance_sampling_clip_max; a "
+            "sequence-level ratio is a product over the completion's tokens, so with 4k-token completions "
+            "*_mask modes drop long rows preferentially, exactly the stragglers the grid studies."
+        ),
+    )
     vllm_importance_sampling_clip_max: Number(gt=0.0) = 3.0
 
     @model_validator(mode="after")
     def _check_hardware(self) -> "DeviceSection":
         if self.vllm_sleep_mode and self.use_vllm and self.use_cpu:
-            raise ValueError("device.vllm_sleep_mode=true is not available on CPU: vLLM's CPU build has no "
-                             "sleep mode; set device.vllm_sleep_mode=false")
+            raise ValueError(
+                "device.vllm_sleep_mode=true is not available on CPU: vLLM's CPU build has no "
+                "sleep mode; set device.vllm_sleep_mode=false"
+            )
         if self.use_vllm and self.use_cpu and not vllm_cpu_build_installed():
-            raise ValueError("device.use_vllm=true with device.use_cpu=true needs vLLM's CPU build "
-                             "(requirements/cpu-vllm.txt, the README's 'vLLM on CPU'); on a GPU set "
-                             "device.use_cpu=false")
+            raise ValueError(
+                "device.use_vllm=true with device.use_cpu=true needs vLLM's CPU build "
+                "(requirements/cpu-vllm.txt, docs/vllm-cpu.md); on a GPU set "
+                "device.use_cpu=false"
+            )
         # Accepted by TRL's config, crashing only after the model has loaded: refused here.
         if self.use_vllm and self.vllm_tensor_parallel_size != 1:
-            raise ValueError(f"device.vllm_tensor_parallel_size={self.vllm_tensor_parallel_size} is not supported: "
-                             "each of a cell's processes runs its own colocated vLLM engine on its own "
-                             "card (the step's rows are sharded across the processes, not the model); "
-                             "set it to 1 (a 3B model fits one card)")
+            raise ValueError(
+                f"device.vllm_tensor_parallel_size={self.vllm_tensor_parallel_size} is not supported: "
+                "each of a cell's processes runs its own colocated vLLM engine on its own "
+                "card (the step's rows are sharded across the processes, not the model); "
+                "set it to 1 (a 3B model fits one card)"
+            )
         if self.use_vllm and self.vllm_mode == "server":
-            raise ValueError("device.vllm_mode=server needs a `trl vllm-serve` process, which the pipeline "
-                             "does not start (the trainer would wait for it and fail); use "
-                             "device.vllm_mode=colocate")
+            raise ValueError(
+                "device.vllm_mode=server needs a `trl vllm-serve` process, which the pipeline "
+                "does not start (the trainer would wait for it and fail); use "
+                "device.vllm_mode=colocate"
+            )
         if self.master_weights != "fp32" and not self.bf16:
-            raise ValueError(f"device.master_weights={self.master_weights!r} needs device.bf16=true "
-                             "(without bf16 the weights are fp32)")
+            raise ValueError(
+                f"device.master_weights={self.master_weights!r} needs device.bf16=true "
+                "(without bf16 the weights are fp32)"
+            )
         return self
 
     @property
@@ -339,21 +387,27 @@ class TrainConfig(Section):
     model: ModelSection
     data: DataSection
     output_dir: Text
-    rewards: Annotated[dict[str, Annotated[float, Field(strict=True, allow_inf_nan=False)]],
-                       Field(min_length=1), Expect("a non-empty mapping of reward name -> weight")] = Field(
-        default_factory=lambda: {"correctness": 1.0, "format": 0.1})
+    rewards: Annotated[
+        dict[str, Annotated[float, Field(strict=True, allow_inf_nan=False)]],
+        Field(min_length=1),
+        Expect("a non-empty mapping of reward name -> weight"),
+    ] = Field(default_factory=lambda: {"correctness": 1.0, "format": 0.1})
     train: TrainSection = Field(default_factory=TrainSection)
     algorithm: AlgorithmSection = Field(default_factory=AlgorithmSection)
     sizing: SizingSection = Field(default_factory=SizingSection)
     wandb: WandbSection = Field(default_factory=WandbSection)
     device: DeviceSection = Field(default_factory=DeviceSection)
     launch: LaunchSection = Field(default_factory=LaunchSection)
-    resolved: Optional[ResolvedCell] = Field(None, description=(
-        "What the settings resolve to (sagc.train.resolve), written by the pipeline; a cell without it "
-        "is resolved when it is loaded"))
+    resolved: ResolvedCell | None = Field(
+        None,
+        description=(
+            "What the settings resolve to (sagc.train.resolve), written by the pipeline; a cell without it "
+            "is resolved when it is loaded"
+        ),
+    )
 
     @classmethod
-    def from_dict(cls, d: Any, check_vllm: bool = True, fit: CardFit | None = None) -> "TrainConfig":
+    def from_dict(cls, d: Any, check_vllm: bool = True, fit: CardSizer | None = None) -> "TrainConfig":
         """The checked cell, resolved (its own ``resolved`` block, or resolved now with the
         pipeline's card ``fit``, when the pipeline gives one)."""
         if not isinstance(d, Mapping):
@@ -363,8 +417,10 @@ class TrainConfig(Section):
         if cfg.resolved is None:
             cfg = resolve_cell(cfg, fit)
         elif cfg.resolved.settings != settings_fingerprint(cfg.to_dict()):
-            raise ValueError("resolved was resolved from other settings than the cell states (a cell file edited "
-                             "after the pipeline wrote it?): remove the resolved block to resolve the cell again")
+            raise ValueError(
+                "resolved was resolved from other settings than the cell states (a cell file edited "
+                "after the pipeline wrote it?): remove the resolved block to resolve the cell again"
+            )
         cfg._check_resolved()
         if check_vllm and cfg.device.use_vllm:
             require_vllm("device.use_vllm=true", instead="set device.use_vllm=false")
@@ -373,8 +429,6 @@ class TrainConfig(Section):
     @field_validator("rewards")
     @classmethod
     def _known_rewards(cls, rewards: dict) -> dict:
-        from sagc.train.rewards import REWARD_NAMES
-
         for name in rewards:
             if name not in REWARD_NAMES:
                 raise ValueError(f"rewards.{name} is not a known reward (known: {list(REWARD_NAMES)})")
@@ -401,15 +455,21 @@ class TrainConfig(Section):
         if s == "ddp":
             return
         if self.launch.processes == 1:
-            raise ValueError(f"launch.strategy={s}: {s} shares the model across processes, and launch gives each "
-                             "cell one; set launch.processes_per_node (or launch.nodes) above 1, or use ddp")
+            raise ValueError(
+                f"launch.strategy={s}: {s} shares the model across processes, and launch gives each "
+                "cell one; set launch.processes_per_node (or launch.nodes) above 1, or use ddp"
+            )
         if self.device.use_cpu:
-            raise ValueError(f"launch.strategy={s}: {s} shards the model over GPUs; on CPU (device.use_cpu=true) "
-                             "accelerate ignores it and runs plain data parallelism: use ddp")
+            raise ValueError(
+                f"launch.strategy={s}: {s} shards the model over GPUs; on CPU (device.use_cpu=true) "
+                "accelerate ignores it and runs plain data parallelism: use ddp"
+            )
         if s in ("zero2", "zero3") and self.device.master_weights == "bf16_kahan":
-            raise ValueError(f"launch.strategy={s}: {s} trains with DeepSpeed's own optimizer, not the compensated "
-                             "AdamW of device.master_weights=bf16_kahan; set master_weights: fp32 (DeepSpeed "
-                             "keeps fp32 master weights itself), or choose ddp or fsdp2")
+            raise ValueError(
+                f"launch.strategy={s}: {s} trains with DeepSpeed's own optimizer, not the compensated "
+                "AdamW of device.master_weights=bf16_kahan; set master_weights: fp32 (DeepSpeed "
+                "keeps fp32 master weights itself), or choose ddp or fsdp2"
+            )
 
     def _check_resolved(self) -> None:
         """What only the resolved cell shows: its algorithm preset and its step layout."""
@@ -425,14 +485,61 @@ class TrainConfig(Section):
                 f"would train as several loss passes, which DeepSpeed ZeRO {s[-1]} cannot accumulate (its "
                 "backward steps the engine; accelerate's no_sync does nothing there); set "
                 "train.gradient_accumulation_steps to a number and leave train.micro_batch_rows unset (one "
-                "micro-batch = one pass), or choose ddp or fsdp2")
+                "micro-batch = one pass), or choose ddp or fsdp2"
+            )
         if algo.dynamic_sampling and "correctness" not in self.rewards:
-            raise ValueError(f"algorithm {algo.name}: dynamic sampling drops the groups whose accuracy is all 0 or "
-                             "all 1 (DAPO), read from the correctness reward: add correctness to rewards, or set "
-                             "algorithm.dynamic_sampling: false")
+            raise ValueError(
+                f"algorithm {algo.name}: dynamic sampling drops the groups whose accuracy is all 0 or "
+                "all 1 (DAPO), read from the correctness reward: add correctness to rewards, or set "
+                "algorithm.dynamic_sampling: false"
+            )
 
     def to_dict(self) -> dict:
         return {**self.model_dump(), "sizing": self.sizing.to_dict()}
+
+
+def resolve_cell(cfg: TrainConfig, fit: CardSizer | None = None) -> TrainConfig:
+    """``cfg`` with its ``resolved`` block (``sagc.train.resolve``), and
+    ``train.gradient_accumulation_steps: auto`` (and an unset ``train.micro_batch_rows`` with
+    it) replaced by the numbers ``fit`` chose."""
+    t = cfg.train
+    algo = resolve_algorithm(cfg.algorithm, t.max_completion_length)
+
+    def layout(ga: int, group_sizes: tuple[int, ...] = cfg.sizing.group_sizes(), rows: int | None = None):
+        return step_shapes(
+            algo,
+            group_sizes,
+            prompts_per_step=t.prompts_per_step,
+            rollout_budget=t.rollout_budget,
+            gradient_accumulation_steps=ga,
+            processes=cfg.launch.processes,
+            micro_batch_rows=rows,
+        )
+
+    ga, rows = t.gradient_accumulation_steps, t.micro_batch_rows
+    if ga == "auto":
+        if fit is None:
+            raise ValueError(
+                "train.gradient_accumulation_steps=auto needs device.gpu_memory_gib (and "
+                "device.use_cpu=false): the pipeline sizes the micro-batch for that card "
+                "(sagc.pipeline.memory); a cell run by hand states a number"
+            )
+        ga, auto_rows = fit.accumulation(algo, layout)
+        rows = auto_rows if rows is None else rows
+    shapes = layout(ga, rows=rows)
+    resolved = cfg.model_copy(
+        update={"train": t.model_copy(update={"gradient_accumulation_steps": ga, "micro_batch_rows": rows})}
+    )
+    return resolved.model_copy(
+        update={
+            "resolved": ResolvedCell(
+                settings=settings_fingerprint(resolved.to_dict()),
+                algorithm=algo,
+                layout=shapes,
+                memory=fit.plan(algo, shapes) if fit is not None else None,
+            )
+        }
+    )
 
 
 def _yaml_load(text: str) -> Any:
@@ -445,14 +552,17 @@ def _yaml_load(text: str) -> Any:
 
     Loader.add_implicit_resolver(
         "tag:yaml.org,2002:float",
-        re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+        re.compile(
+            r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
                     |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
                     |\.[0-9_]+(?:[eE][-+][0-9]+)?
                     |[-+]?\.(?:inf|Inf|INF)
-                    |\.(?:nan|NaN|NAN))$""", re.X),
+                    |\.(?:nan|NaN|NAN))$""",
+            re.X,
+        ),
         list("-+0123456789."),
     )
-    return yaml.load(text, Loader=Loader)  # noqa: S506 - a SafeLoader subclass
+    return yaml.load(text, Loader=Loader)
 
 
 def load_config_file(path: str | Path) -> dict:
@@ -466,7 +576,7 @@ def load_config_file(path: str | Path) -> dict:
             data = _yaml_load(text)
         else:
             data = json.loads(text)
-    except Exception as e:  # noqa: BLE001 - re-raised with the file name
+    except Exception as e:
         raise ValueError(f"config file {path} is not valid {path.suffix.lstrip('.') or 'JSON'}: {e}") from None
     if not isinstance(data, Mapping):
         raise ValueError(f"config file {path} must hold a mapping at the top level")

@@ -12,6 +12,7 @@ import os
 import warnings
 from pathlib import Path
 
+from sagc import tokenizers
 from sagc.io import read_jsonl
 from sagc.train.config import TrainConfig
 
@@ -33,10 +34,12 @@ def check_model_source(path: str) -> None:
 
 def load_tokenizer(cfg: TrainConfig):
     """The cell's tokenizer (``sagc.tokenizers``), left-padded for generation."""
-    from sagc.tokenizers import load_tokenizer as load
-
-    return load(cfg.model.tokenizer or cfg.model.path, revision=cfg.model.revision,
-                trust_remote_code=cfg.model.trust_remote_code, padding_side="left")
+    return tokenizers.load_tokenizer(
+        cfg.model.tokenizer or cfg.model.path,
+        revision=cfg.model.revision,
+        trust_remote_code=cfg.model.trust_remote_code,
+        padding_side="left",
+    )
 
 
 def load_prompts(cfg: TrainConfig, tokenizer):
@@ -62,9 +65,14 @@ def load_prompts(cfg: TrainConfig, tokenizer):
     lengths = [len(ids) for ids in tokenizer([r["prompt"] for r in rows])["input_ids"]]
     kept = [r for r, n in zip(rows, lengths) if n <= cfg.train.max_prompt_length]
     if not kept:
-        raise ValueError(f"{path}: every prompt is longer than train.max_prompt_length="
-                         f"{cfg.train.max_prompt_length} tokens")
+        raise ValueError(
+            f"{path}: every prompt is longer than train.max_prompt_length={cfg.train.max_prompt_length} tokens"
+        )
     if len(kept) < len(rows):
-        warnings.warn(f"{len(rows) - len(kept)} of {len(rows)} prompts exceed train.max_prompt_length="
-                      f"{cfg.train.max_prompt_length} tokens and are left out", RuntimeWarning, stacklevel=2)
+        warnings.warn(
+            f"{len(rows) - len(kept)} of {len(rows)} prompts exceed train.max_prompt_length="
+            f"{cfg.train.max_prompt_length} tokens and are left out",
+            RuntimeWarning,
+            stacklevel=2,
+        )
     return Dataset.from_list(kept), len(rows) - len(kept)

@@ -34,7 +34,8 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -77,8 +78,9 @@ def agree(value: Any, what: str) -> Any:
     seen: list = [None] * world()[1]
     torch.distributed.all_gather_object(seen, value)
     if any(v != seen[0] for v in seen):
-        raise RuntimeError(f"the processes disagree on {what}: {seen} (rank order); the group "
-                           "sizers must be identical on every rank")
+        raise RuntimeError(
+            f"the processes disagree on {what}: {seen} (rank order); the group sizers must be identical on every rank"
+        )
     return value
 
 
@@ -137,8 +139,9 @@ def gather_scored(scored: dict, pad_token_id: int) -> dict:
             out[key] = value
             continue
         if value.dim() > 1:
-            value = pad_across_processes(value, dim=1, pad_index=pad_value(key, pad_token_id),
-                                         pad_first=is_left_padded(key))
+            value = pad_across_processes(
+                value, dim=1, pad_index=pad_value(key, pad_token_id), pad_first=is_left_padded(key)
+            )
         out[key] = gather(value.contiguous())
     return out
 
@@ -152,5 +155,4 @@ def shard_scored(scored: dict) -> dict:
     if n_rows % size:
         raise RuntimeError(f"{n_rows} scored rows cannot be shared equally by {size} processes")
     n = n_rows // size
-    return {k: (v[rank * n : (rank + 1) * n] if k in PER_ROW_KEYS and v is not None else v)
-            for k, v in scored.items()}
+    return {k: (v[rank * n : (rank + 1) * n] if k in PER_ROW_KEYS and v is not None else v) for k, v in scored.items()}

@@ -8,7 +8,10 @@ format term and the overlong penalty make a group's totals differ while every an
 is wrong, and such a group would be kept. ``filter_disagreement`` counts the groups the two
 criteria decide differently (logged per step). Here each generation round is a full call of TRL's
 ``_generate_and_score_completions`` (so old/ref log-probs and advantages come from TRL's own
-code), and the kept groups of all rounds are merged into one batch by ``merge_scored``.
+code); ``keep_informative`` runs the rounds until P informative groups are kept, at most
+``ds_max_rounds`` refills, and the kept groups of all rounds are merged into one batch by
+``merge_scored``. If the cap is hit, the batch is completed with dropped groups, their
+advantages zeroed, to keep exactly P x G rows.
 
 Advantages are group-relative (``scale_rewards`` "group" or "none"), so a group's
 advantages do not depend on which other groups share its round: merging is exact.
@@ -16,7 +19,8 @@ advantages do not depend on which other groups share its round: merging is exact
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import torch
 
@@ -27,8 +31,15 @@ FILTER_REWARD = correctness_reward.__name__
 
 #: Per-row tensors of TRL's scored batch, and how to pad them to a common width.
 _LEFT_PADDED = ("prompt_ids", "prompt_mask")
-_RIGHT_PADDED = ("completion_ids", "completion_mask", "old_per_token_logps", "ref_per_token_logps",
-                 "sampling_per_token_logps", "importance_sampling_ratio", "tool_mask")
+_RIGHT_PADDED = (
+    "completion_ids",
+    "completion_mask",
+    "old_per_token_logps",
+    "ref_per_token_logps",
+    "sampling_per_token_logps",
+    "importance_sampling_ratio",
+    "tool_mask",
+)
 _ROW = ("advantages",)
 _SCALAR = ("num_items_in_batch",)
 PER_ROW_KEYS = frozenset(_LEFT_PADDED + _RIGHT_PADDED + _ROW)
@@ -81,8 +92,10 @@ def merge_scored(parts: Sequence[tuple[dict, torch.Tensor]], pad_token_id: int) 
             raise ValueError(f"scored batches disagree on their keys: {sorted(keys)} vs {sorted(out)}")
     unknown = keys - set(_LEFT_PADDED + _RIGHT_PADDED + _ROW + _SCALAR)
     if unknown:
-        raise NotImplementedError(f"dynamic sampling cannot merge scored-batch keys {sorted(unknown)} "
-                                  "(multimodal or tool batches are not supported)")
+        raise NotImplementedError(
+            f"dynamic sampling cannot merge scored-batch keys {sorted(unknown)} "
+            "(multimodal or tool batches are not supported)"
+        )
     merged: dict = {}
     for key in keys - set(_SCALAR):
         tensors = [out[key][idx] for out, idx in parts]
@@ -91,10 +104,80 @@ def merge_scored(parts: Sequence[tuple[dict, torch.Tensor]], pad_token_id: int) 
             continue
         width = max(t.size(1) for t in tensors) if tensors[0].dim() > 1 else None
         value = pad_value(key, pad_token_id)
-        merged[key] = torch.cat([_pad_to(t, width, value, is_left_padded(key)) if width else t for t in tensors],
-                                dim=0)
+        merged[key] = torch.cat([_pad_to(t, width, value, is_left_padded(key)) if width else t for t in tensors], dim=0)
     loss_mask = merged["completion_mask"]
     if "tool_mask" in merged:
         loss_mask = loss_mask * merged["tool_mask"]
     merged["num_items_in_batch"] = loss_mask.sum()
     return merged
+
+
+#: One generation round: its scored rows (every rank's), their total and correctness rewards.
+Round = tuple[dict, torch.Tensor, torch.Tensor]
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What dynamic sampling made of a step's rounds."""
+
+    batch: dict | None  # the step's rows, every rank's (None: the first round, kept as it is)
+    rounds: int  # refill rounds
+    dropped: int  # groups dropped in all rounds
+    filled: int  # dropped groups put back to complete the batch (the cap was reached)
+    disagree: int  # groups kept by correctness xor by the total reward
+
+
+def keep_informative(
+    first: Round,
+    prompts: int,
+    group_size: int,
+    *,
+    max_rounds: int,
+    refill_unit: int,
+    refill: Callable[[int], Round],
+    pad_token_id: int,
+) -> Selection:
+    """Keep the informative groups of ``first`` and of refill rounds (``refill(n)`` scores
+    ``n`` fresh prompts, ``n`` a multiple of ``refill_unit``) until ``prompts`` groups are
+    kept or ``max_rounds`` refills ran; then complete the batch with dropped groups, most
+    recent rounds first, their advantages zeroed: a group of equal accuracy may still differ
+    in its format or overlong terms, and it was dropped for teaching nothing."""
+    g, p = group_size, prompts
+    whole, rewards, correct = first
+    keep = informative_groups(correct, g)
+    disagree = filter_disagreement(rewards, correct, g)
+    parts, spare = [(whole, _group_rows(keep, g))], [(whole, _group_rows(~keep, g))]
+    kept, dropped = int(keep.sum()), int((~keep).sum())
+    rounds = filled = 0
+    while kept < p and rounds < max_rounds:
+        rounds += 1
+        need = p - kept
+        out, r, c = refill(-(-need // refill_unit) * refill_unit)
+        disagree += filter_disagreement(r, c, g)
+        informative = informative_groups(c, g)
+        # A round rounded up to whole units may hold more informative groups than needed.
+        keep = informative & (torch.cumsum(informative.long(), 0) <= need)
+        parts.append((out, _group_rows(keep, g)))
+        spare.append((out, _group_rows(~informative, g)))
+        kept += int(keep.sum())
+        dropped += int((~informative).sum())
+    if kept < p:
+        need = p - kept
+        for out, idx in reversed(spare):
+            take = idx[: min(need, idx.numel() // g) * g]
+            if take.numel():
+                parts.append(({**out, "advantages": torch.zeros_like(out["advantages"])}, take))
+                need -= take.numel() // g
+            if need == 0:
+                break
+        filled = p - kept
+    if len(parts) == 1 or (rounds == 0 and filled == 0 and dropped == 0):
+        return Selection(None, rounds, dropped, filled, disagree)
+    parts = [(o, i) for o, i in parts if i.numel()]
+    return Selection(merge_scored(parts, pad_token_id=pad_token_id), rounds, dropped, filled, disagree)
+
+
+def _group_rows(group_mask: torch.Tensor, g: int) -> torch.Tensor:
+    """Row indices of the groups selected by ``group_mask`` (groups are G contiguous rows)."""
+    groups = torch.nonzero(group_mask, as_tuple=False).flatten()
+    return (groups.unsqueeze(1) * g + torch.arange(g)).flatten()

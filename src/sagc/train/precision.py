@@ -30,8 +30,12 @@ def optimizer_cls_and_kwargs(device: Any, args: Any) -> tuple[type, dict] | None
     weight decay are taken from it, so both setups share the hyper-parameters)."""
     if device.weights_dtype == "float32":
         return None
-    return CompensatedAdamW, dict(lr=args.learning_rate, betas=(args.adam_beta1, args.adam_beta2),
-                                  eps=args.adam_epsilon, weight_decay=args.weight_decay)
+    return CompensatedAdamW, dict(
+        lr=args.learning_rate,
+        betas=(args.adam_beta1, args.adam_beta2),
+        eps=args.adam_epsilon,
+        weight_decay=args.weight_decay,
+    )
 
 
 class CompensatedAdamW(torch.optim.Optimizer):
@@ -44,11 +48,19 @@ class CompensatedAdamW(torch.optim.Optimizer):
     For fp32 weights it is plain AdamW (the compensation stays zero).
     """
 
-    def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-8, weight_decay: float = 0.0) -> None:
+    def __init__(
+        self,
+        params,
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+    ) -> None:
         if lr <= 0 or eps <= 0 or not (0 <= betas[0] < 1 and 0 <= betas[1] < 1) or weight_decay < 0:
-            raise ValueError(f"invalid CompensatedAdamW hyper-parameters: lr={lr}, betas={betas}, "
-                             f"eps={eps}, weight_decay={weight_decay}")
+            raise ValueError(
+                f"invalid CompensatedAdamW hyper-parameters: lr={lr}, betas={betas}, "
+                f"eps={eps}, weight_decay={weight_decay}"
+            )
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
 
     @torch.no_grad()

@@ -40,7 +40,7 @@ otherwise TRL's ``split_tensor_dict`` would silently drop rows: we refuse such a
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Optional
+from typing import Any, ClassVar
 
 from sagc.config_models import Section
 
@@ -70,14 +70,14 @@ class AlgorithmSettings(Section):
     loss_type: str
     beta: float
     epsilon: float
-    epsilon_high: Optional[float]
+    epsilon_high: float | None
     scale_rewards: str
     num_iterations: int
     minibatches: int
     mask_truncated_completions: bool
     dynamic_sampling: bool
     ds_max_rounds: int
-    overlong_buffer: Optional[int]
+    overlong_buffer: int | None
     overlong_weight: float
 
     @property
@@ -132,7 +132,7 @@ class StepShapes(Section):
     steps_per_generation: int  # TRL: micro-batches per rollout batch
     gradient_accumulation_steps: int
     updates_per_rollout: int  # optimizer steps per rollout step (minibatches x num_iterations)
-    micro_batch_rows: Optional[int] = None  # rows of one loss pass (None: a micro-batch at once)
+    micro_batch_rows: int | None = None  # rows of one loss pass (None: a micro-batch at once)
 
     @property
     def max_rollouts(self) -> int:
@@ -143,18 +143,19 @@ class StepShapes(Section):
         return max(s.micro_batch for s in self.shapes.values())
 
 
-def lay_out(group_sizes, prompts_per_step: int | None, rollout_budget: int | None, splits: int,
-            split_name: str, key: str = "train") -> dict[int, StepShape]:
+def lay_out(
+    group_sizes, prompts_per_step: int | None, rollout_budget: int | None, splits: int, split_name: str
+) -> dict[int, StepShape]:
     """The step at every G: P fixed, or P = budget / G; its rollouts split into ``splits``
     equal micro-batches (TRL's ``split_tensor_dict`` would silently drop a remainder).
-    ``ValueError`` naming ``key``'s settings when a budget or a split does not divide. The
-    one statement of the rule: the cell config and the trainer both lay out with it."""
+    ``ValueError`` naming the ``train`` settings when a budget or a split does not divide.
+    The one statement of the rule (``step_shapes`` calls it)."""
     shapes = {}
     for g in sorted(group_sizes):
         if rollout_budget is not None:
             if rollout_budget % g:
                 raise ValueError(
-                    f"{key}.rollout_budget ({rollout_budget}) must be divisible by every group size "
+                    f"train.rollout_budget ({rollout_budget}) must be divisible by every group size "
                     f"of the cell ({sorted(group_sizes)}); {g} does not divide it"
                 )
             prompts = rollout_budget // g
@@ -164,8 +165,8 @@ def lay_out(group_sizes, prompts_per_step: int | None, rollout_budget: int | Non
         if rollouts < 1 or rollouts % splits:
             raise ValueError(
                 f"a step at G={g} holds {rollouts} rollouts, which cannot be split into {split_name} "
-                f"equal micro-batches (TRL would drop the remainder); change {key}.prompts_per_step "
-                f"/ {key}.rollout_budget or the split"
+                f"equal micro-batches (TRL would drop the remainder); change train.prompts_per_step "
+                f"/ train.rollout_budget or the split"
             )
         shapes[g] = StepShape(group_size=g, prompts=prompts, rollouts=rollouts, micro_batch=rollouts // splits)
     return shapes
@@ -174,13 +175,20 @@ def lay_out(group_sizes, prompts_per_step: int | None, rollout_budget: int | Non
 def updates_per_rollout(steps_per_generation: int, gradient_accumulation_steps: int, num_iterations: int) -> int:
     """Optimizer updates per rollout step: the step's micro-batches in groups of
     ``gradient_accumulation_steps`` (its minibatches), each pass repeated ``num_iterations``
-    times. The one formula: the cell's ``max_steps`` and the trainer's step count use it."""
+    times. The one formula: the cell's ``max_steps`` and its layout's count use it."""
     return steps_per_generation // gradient_accumulation_steps * num_iterations
 
 
-def step_shapes(algo: AlgorithmSettings, group_sizes: tuple[int, ...], *, prompts_per_step: int | None,
-                rollout_budget: int | None, gradient_accumulation_steps: int, processes: int = 1,
-                micro_batch_rows: int | None = None) -> StepShapes:
+def step_shapes(
+    algo: AlgorithmSettings,
+    group_sizes: tuple[int, ...],
+    *,
+    prompts_per_step: int | None,
+    rollout_budget: int | None,
+    gradient_accumulation_steps: int,
+    processes: int = 1,
+    micro_batch_rows: int | None = None,
+) -> StepShapes:
     """Lay out every G of the cell; raise ``ValueError`` when a split would not divide.
 
     With several processes each holds an equal share of the step's rollouts and splits it
@@ -260,9 +268,11 @@ def grpo_config_kwargs(cfg: Any, algo: AlgorithmSettings, shapes: StepShapes) ->
         bf16=dev.bf16,
         gradient_checkpointing=dev.gradient_checkpointing,
         use_vllm=dev.use_vllm,
-        model_init_kwargs={"trust_remote_code": cfg.model.trust_remote_code,
-                           "dtype": dev.weights_dtype,
-                           **({"revision": cfg.model.revision} if cfg.model.revision else {})},
+        model_init_kwargs={
+            "trust_remote_code": cfg.model.trust_remote_code,
+            "dtype": dev.weights_dtype,
+            **({"revision": cfg.model.revision} if cfg.model.revision else {}),
+        },
         trust_remote_code=cfg.model.trust_remote_code,
     )
     if dev.use_vllm:
@@ -292,8 +302,11 @@ def generation_kwargs(train: Any, device: Any) -> dict[str, Any] | None:
 
 def vllm_max_num_seqs(kwargs: dict[str, Any]) -> int:
     """What TRL 1.16 passes to vLLM as ``max_num_seqs`` for these GRPOConfig kwargs."""
-    return (kwargs["per_device_train_batch_size"] * kwargs.get("vllm_tensor_parallel_size", 1)
-            * kwargs["steps_per_generation"])
+    return (
+        kwargs["per_device_train_batch_size"]
+        * kwargs.get("vllm_tensor_parallel_size", 1)
+        * kwargs["steps_per_generation"]
+    )
 
 
 def _checkpoint_dir(output_dir: str):

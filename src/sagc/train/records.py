@@ -47,16 +47,20 @@ class GenerateCall:
     prompt_padding: int
 
     @classmethod
-    def of(cls, prompt_ids: list, completion_ids: list) -> "GenerateCall":
+    def of(cls, prompt_ids: list, completion_ids: list) -> GenerateCall:
         return cls.of_lengths([len(p) for p in prompt_ids], [len(c) for c in completion_ids])
 
     @classmethod
-    def of_lengths(cls, prompt_lengths: list[int], lengths: list[int]) -> "GenerateCall":
+    def of_lengths(cls, prompt_lengths: list[int], lengths: list[int]) -> GenerateCall:
         """The call of rows with these prompt and completion lengths (with several processes:
         every rank's rows, gathered: the call one process would have made)."""
         widest = max(prompt_lengths, default=0)
-        return cls(rows=len(lengths), longest=max(lengths, default=0), tokens=sum(lengths),
-                   prompt_padding=sum(widest - n for n in prompt_lengths))
+        return cls(
+            rows=len(lengths),
+            longest=max(lengths, default=0),
+            tokens=sum(lengths),
+            prompt_padding=sum(widest - n for n in prompt_lengths),
+        )
 
     @property
     def padded_tokens(self) -> int:
@@ -64,8 +68,12 @@ class GenerateCall:
         return self.rows * self.longest
 
     def to_dict(self) -> dict[str, int]:
-        return {"rows": self.rows, "longest": self.longest, "tokens": self.tokens,
-                "prompt_padding": self.prompt_padding}
+        return {
+            "rows": self.rows,
+            "longest": self.longest,
+            "tokens": self.tokens,
+            "prompt_padding": self.prompt_padding,
+        }
 
 
 def step_costs(calls: list[GenerateCall], train_padded_tokens: int) -> dict[str, int]:
@@ -110,8 +118,9 @@ class StepInProgress:
     update_losses: list = field(default_factory=list)
     trl_metrics: list = field(default_factory=list)  # one {name: mean} per update
 
-    def finish(self, *, step_s: float, cpu_s: float, wallclock_s: float, cpu_total_s: float,
-               dynamic_sampling: bool) -> "StepResult":
+    def finish(
+        self, *, step_s: float, cpu_s: float, wallclock_s: float, cpu_total_s: float, dynamic_sampling: bool
+    ) -> StepResult:
         """The finished step's record (times measured by the trainer at the step boundary)."""
         import torch
 
@@ -252,8 +261,14 @@ class StepResult:
 
     def trace_step(self) -> TraceStep:
         """The step's line of the lengths trace."""
-        return TraceStep(self.step, self.group_size, tuple(np.asarray(g) for g in self.lengths), self.straggler,
-                         tuple(self.prompt_ids) if self.prompt_ids else None, self.long_round)
+        return TraceStep(
+            self.step,
+            self.group_size,
+            tuple(np.asarray(g) for g in self.lengths),
+            self.straggler,
+            tuple(self.prompt_ids) if self.prompt_ids else None,
+            self.long_round,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (checkpoints): candidate keys as strings, calls as dicts."""
@@ -263,12 +278,14 @@ class StepResult:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "StepResult":
+    def from_dict(cls, d: dict[str, Any]) -> StepResult:
         missing = sorted({f.name for f in fields(cls)} - set(d))
         if missing:
             raise ValueError(f"step record is missing key(s) {missing} (truncated or damaged state)")
-        return cls(**{
-            **d,
-            "posterior_mean": {int(g): float(m) for g, m in d["posterior_mean"].items()},
-            "calls": [GenerateCall(**c) for c in d["calls"]],
-        })
+        return cls(
+            **{
+                **d,
+                "posterior_mean": {int(g): float(m) for g, m in d["posterior_mean"].items()},
+                "calls": [GenerateCall(**c) for c in d["calls"]],
+            }
+        )

@@ -7,20 +7,22 @@ punishment is not in the registry: the DAPO preset adds it (``build_reward_funcs
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
+
+from sagc.rewards import correctness_reward, format_reward
 
 #: Registry names, in the order the trainer passes them to TRL.
 REWARD_NAMES = ("correctness", "format")
 
 
 def _registry() -> dict[str, Callable]:
-    from sagc.rewards import correctness_reward, format_reward
-
     return {"correctness": correctness_reward, "format": format_reward}
 
 
-def build_reward_funcs(weights: dict[str, float], algo: Any, max_completion_length: int
-                       ) -> tuple[list[Callable], list[float], list[str]]:
+def build_reward_funcs(
+    weights: dict[str, float], algo: Any, max_completion_length: int
+) -> tuple[list[Callable], list[float], list[str]]:
     """Reward functions, their TRL ``reward_weights`` and names for a cell.
 
     ``algo`` is an ``AlgorithmSettings``; with ``uses_overlong_punishment`` the soft overlong

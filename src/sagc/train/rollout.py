@@ -64,7 +64,10 @@ from __future__ import annotations
 import functools
 import math
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
+
+from sagc.vllm_support import vllm_cpu_build_installed
 
 WEIGHT_SYNC_METRIC = "timing/vllm_weight_sync_s"
 IS_ALTERED_METRIC = "sampling/importance_sampling_altered_frac"
@@ -79,9 +82,9 @@ def _first_stop(text: str, stop: Sequence[str]) -> int:
     return min(hits) if hits else -1
 
 
-def trim_at_stop(completion_ids: list[list[int]], logprobs: list[list[float]] | None,
-                 stop: Sequence[str], decode, eos_token_id: int
-                 ) -> tuple[list[list[int]], list[list[float]] | None, int]:
+def trim_at_stop(
+    completion_ids: list[list[int]], logprobs: list[list[float]] | None, stop: Sequence[str], decode, eos_token_id: int
+) -> tuple[list[list[int]], list[list[float]] | None, int]:
     """Cut each row before its first stop string and end it with ``eos_token_id``.
 
     ``decode(ids) -> str`` decodes like TRL does for rewards (special tokens skipped). The
@@ -136,8 +139,11 @@ def trim_rollouts(trainer: Any, completion_ids: list, logprobs: list | None, sto
         return completion_ids, logprobs
     tok = trainer._tokenizer
     ids, lps, n_cut = trim_at_stop(
-        completion_ids, logprobs, stop,
-        decode=lambda x: tok.decode(x, skip_special_tokens=True), eos_token_id=trainer.eos_token_ids[0],
+        completion_ids,
+        logprobs,
+        stop,
+        decode=lambda x: tok.decode(x, skip_special_tokens=True),
+        eos_token_id=trainer.eos_token_ids[0],
     )
     mode = "train" if trainer.model.training else "eval"
     trainer._metrics[mode][STOP_TRIMMED_METRIC].append(n_cut / len(ids))
@@ -147,8 +153,6 @@ def trim_rollouts(trainer: Any, completion_ids: list, logprobs: list | None, sto
 def sync_weights(vllm_generation: Any) -> None:
     """Copy the policy's weights into vLLM: TRL's ``sync_weights``, or on vLLM's CPU build
     (colocated) vLLM's layerwise reload of the same weights (see the module docstring)."""
-    from sagc.vllm_support import vllm_cpu_build_installed
-
     if vllm_generation.mode != "colocate" or not vllm_cpu_build_installed():
         vllm_generation.sync_weights()
         return
@@ -173,8 +177,12 @@ def _repack_kept_weights(model: Any) -> None:
             dispatch_cpu_unquantized_gemm(layer, remove_weight=False)
 
 
-def kv_peak_tokens(prompt_ids: Sequence[Sequence[int]], completion_lengths: Sequence[int], block_size: int = 1,
-                   prefix_caching: bool = False) -> int:
+def kv_peak_tokens(
+    prompt_ids: Sequence[Sequence[int]],
+    completion_lengths: Sequence[int],
+    block_size: int = 1,
+    prefix_caching: bool = False,
+) -> int:
     """The most KV-cache tokens a call of these rows holds at once when all of them are
     admitted together and decode in step: after t decode steps every row still generating
     holds its prompt and t tokens, in whole blocks of ``block_size``; a finished row has
@@ -202,8 +210,9 @@ def record_kv_use(trainer: Any, prompt_ids: Sequence[Sequence[int]], completion_
         return
     cache = trainer.vllm_generation.llm.llm_engine.vllm_config.cache_config
     capacity = int(cache.num_gpu_blocks) * int(cache.block_size)
-    peak = kv_peak_tokens(prompt_ids, [len(c) for c in completion_ids], int(cache.block_size),
-                          bool(cache.enable_prefix_caching))
+    peak = kv_peak_tokens(
+        prompt_ids, [len(c) for c in completion_ids], int(cache.block_size), bool(cache.enable_prefix_caching)
+    )
     metrics = trainer._metrics["train" if trainer.model.training else "eval"]
     metrics[KV_PEAK_METRIC].append(float(peak))
     metrics[KV_CAPACITY_METRIC].append(float(capacity))
@@ -281,7 +290,8 @@ def importance_sampling_altered_frac(scored: dict, mode: str, clip_max: float | 
 
 
 def record_importance_sampling(trainer: Any, scored: dict) -> None:
-    frac = importance_sampling_altered_frac(scored, trainer.vllm_importance_sampling_mode,
-                                            trainer.vllm_importance_sampling_clip_max)
+    frac = importance_sampling_altered_frac(
+        scored, trainer.vllm_importance_sampling_mode, trainer.vllm_importance_sampling_clip_max
+    )
     if frac is not None:
         trainer._metrics["train"][IS_ALTERED_METRIC].append(frac)

@@ -44,6 +44,9 @@ from sagc.trace import write_trace
 from sagc.train.checkpoint import checkpoint_complete, config_fingerprint, resume_point
 from sagc.train.config import TrainConfig, load_config
 from sagc.train.data import check_model_source, load_prompts, load_tokenizer
+from sagc.train.presets import grpo_config_kwargs
+from sagc.train.rewards import build_reward_funcs
+from sagc.train.wandb_log import StepLogger, run_id_for
 
 log = logging.getLogger("sagc.train")
 
@@ -78,9 +81,15 @@ def set_job_env(cfg: TrainConfig) -> Path:
 # -- the run ------------------------------------------------------------------------------
 
 
-def build_trainer(cfg: TrainConfig, *, callbacks: list | None = None, step_logger: Any = None,
-                  reward_funcs: list | None = None, reward_weights: list[float] | None = None,
-                  trainer_cls: type | None = None):
+def build_trainer(
+    cfg: TrainConfig,
+    *,
+    callbacks: list | None = None,
+    step_logger: Any = None,
+    reward_funcs: list | None = None,
+    reward_weights: list[float] | None = None,
+    trainer_cls: type | None = None,
+):
     """Everything but ``train()``: tokenizer, data, rewards, sizer and the trainer.
 
     ``reward_funcs`` / ``reward_weights`` replace the registry's rewards (the preset's
@@ -89,8 +98,6 @@ def build_trainer(cfg: TrainConfig, *, callbacks: list | None = None, step_logge
     from trl import GRPOConfig
 
     from sagc.train.precision import optimizer_cls_and_kwargs
-    from sagc.train.presets import grpo_config_kwargs
-    from sagc.train.rewards import build_reward_funcs
     from sagc.train.trainer import SAGCGRPOTrainer, SAGCTrainingArguments
 
     check_model_source(cfg.model.path)
@@ -119,13 +126,10 @@ def build_trainer(cfg: TrainConfig, *, callbacks: list | None = None, step_logge
         processing_class=tokenizer,
         group_sizer=sizer,
         sagc_args=SAGCTrainingArguments(
-            prompts_per_step=cfg.train.prompts_per_step,
-            rollout_budget=cfg.train.rollout_budget,
+            layout=shapes,
             dynamic_sampling=algo.dynamic_sampling,
             ds_max_rounds=algo.ds_max_rounds,
             stop=cfg.resolved.stops or cfg.train.stop,
-            micro_batch_rows=shapes.micro_batch_rows,
-            layout=shapes,
         ),
         step_logger=step_logger,
         callbacks=callbacks,
@@ -229,10 +233,7 @@ def run_cell(cfg: TrainConfig, *, callbacks: list | None = None, trainer_cls: ty
 
         torch.set_num_threads(cfg.train.torch_threads)
 
-    from sagc.train.wandb_log import StepLogger, run_id_for
-
-    run_config = {**{k: getattr(cfg.cell, k) for k in CELL_KEYS},
-                  "cell_id": cfg.cell.id, "config": cfg.to_dict()}
+    run_config = {**{k: getattr(cfg.cell, k) for k in CELL_KEYS}, "cell_id": cfg.cell.id, "config": cfg.to_dict()}
     # Validate and load everything before W&B starts, so a bad cell leaves no run behind
     # (building the trainer also joins the job's processes: the folder work below is rank 0's).
     trainer = build_trainer(cfg, callbacks=callbacks, trainer_cls=trainer_cls)
@@ -258,8 +259,10 @@ def run_cell(cfg: TrainConfig, *, callbacks: list | None = None, trainer_cls: ty
         with stop_on_signals(trainer):
             trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
         if trainer.preempted:
-            raise Preempted(f"cell {cfg.cell.id}: stopped by signal {trainer.stop_signal} after step "
-                            f"{trainer.step} (checkpointed); rerun the job to resume")
+            raise Preempted(
+                f"cell {cfg.cell.id}: stopped by signal {trainer.stop_signal} after step "
+                f"{trainer.step} (checkpointed); rerun the job to resume"
+            )
         final = out / "final"
         trainer.save_model(str(final))  # every rank: a sharded model is gathered
         if not main:

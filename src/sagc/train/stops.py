@@ -19,12 +19,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, ClassVar, Sequence
+from typing import Any, ClassVar
 
 from pydantic import Field
 
 from sagc.config_models import Section
+from sagc.io import atomic_write_json
+from sagc.tokenizers import load_tokenizer
 
 
 class Stops(Section):
@@ -44,21 +47,23 @@ class Stops(Section):
 def split_stops(tokenizer: Any, stop: Sequence[str]) -> Stops:
     """``stop`` split against ``tokenizer``'s added (atomic) tokens, special ones among them."""
     added = tokenizer.get_added_vocab()
-    return Stops(token_ids={s: int(added[s]) for s in stop if s in added},
-                 texts=tuple(s for s in stop if s not in added))
+    return Stops(
+        token_ids={s: int(added[s]) for s in stop if s in added}, texts=tuple(s for s in stop if s not in added)
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sagc.train.stops", description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", required=True, help="the model folder or hub id whose tokenizer the cell loads")
     parser.add_argument("--revision", default=None, help="the hub revision the cell loads")
-    parser.add_argument("--stops", type=json.loads, default=[],
-                        help="the cell's train.stop strings, as a JSON list (a stop may hold a newline)")
+    parser.add_argument(
+        "--stops",
+        type=json.loads,
+        default=[],
+        help="the cell's train.stop strings, as a JSON list (a stop may hold a newline)",
+    )
     parser.add_argument("--out", required=True, help="where the resolved stops go (JSON)")
     ns = parser.parse_args(argv)
-    from sagc.io import atomic_write_json
-    from sagc.tokenizers import load_tokenizer
-
     if not isinstance(ns.stops, list) or not all(isinstance(s, str) and s for s in ns.stops):
         parser.error(f"--stops must be a JSON list of non-empty strings, got {ns.stops!r}")
     if ns.stops:

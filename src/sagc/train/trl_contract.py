@@ -27,38 +27,76 @@ class Hook:
 
 
 HOOKS: tuple[Hook, ...] = (
-    Hook("get_train_dataloader", (),
-         "replaced: one ticket per micro-step; prompts come from the trainer's PromptStream"),
-    Hook("training_step", ("model", "inputs", "num_items_in_batch"),
-         "wrapped: the step's wall and CPU timers start at its first micro-step; the update's loss"),
-    Hook("_generate_and_score_completions", ("inputs",),
-         "replaced while training: asks the sizer for G, sets num_generations, draws P prompts "
-         "repeated G times and calls the parent per round (dynamic sampling); the parent computes "
-         "the advantages with rewards.view(-1, G)"),
-    Hook("_generate", ("prompts",),
-         "wrapped: raw completion lengths (EOS-trimmed, truncated rows at the cap), truncation and "
-         "the generate calls of each round; returns (prompt_ids, completion_ids, ...)"),
-    Hook("_generate_single_turn", ("prompt_ids", "images", "multimodal_fields", "num_generations", "has_tool_images"),
-         "wrapped: the vLLM weight sync, sleep mode's wake and sleep, the stop trimming and the "
-         "wait for the other ranks are timed apart from generation; returns (completion_ids, logprobs, ...)"),
-    Hook("compute_loss", ("model", "inputs", "return_outputs", "num_items_in_batch"),
-         "wrapped: a micro-batch larger than micro_batch_rows runs as passes of that many rows "
-         "(each weighted as its share of the loss; the earlier ones back-propagated here)"),
-    Hook("_get_per_token_logps_and_entropies",
-         ("model", "input_ids", "attention_mask", "logits_to_keep", "batch_size", "compute_entropy",
-          "compute_aux_loss", "pixel_values", "image_grid_thw", "num_images", "pixel_attention_mask",
-          "spatial_shapes", "num_tiles", "image_sizes", "token_type_ids", "mm_token_type_ids",
-          "image_position_ids"),
-         "wrapped: the no-grad scoring passes (old and reference log-probs, chunks of batch_size = "
-         "per_device_train_batch_size) run in chunks of micro_batch_rows, the loss pass's rows"),
-    Hook("_calculate_rewards", ("inputs", "prompts", "completions", "completion_ids_list"),
-         "wrapped: the weighted reward of each row (reward metrics) and the correctness column "
-         "(dynamic sampling's filter)"),
-    Hook("_save_checkpoint", ("model", "trial"),
-         "extended: sagc_state.json (sizer, prompt stream, step records) written last; the old "
-         "checkpoints are rotated out only after it (transformers' rotate_checkpoints)"),
-    Hook("_load_optimizer_and_scheduler", ("checkpoint",),
-         "extended: sagc_state.json restored on resume"),
+    Hook(
+        "get_train_dataloader", (), "replaced: one ticket per micro-step; prompts come from the trainer's PromptStream"
+    ),
+    Hook(
+        "training_step",
+        ("model", "inputs", "num_items_in_batch"),
+        "wrapped: the step's wall and CPU timers start at its first micro-step; the update's loss",
+    ),
+    Hook(
+        "_generate_and_score_completions",
+        ("inputs",),
+        "replaced while training: asks the sizer for G, sets num_generations, draws P prompts "
+        "repeated G times and calls the parent per round (dynamic sampling); the parent computes "
+        "the advantages with rewards.view(-1, G)",
+    ),
+    Hook(
+        "_generate",
+        ("prompts",),
+        "wrapped: raw completion lengths (EOS-trimmed, truncated rows at the cap), truncation and "
+        "the generate calls of each round; returns (prompt_ids, completion_ids, ...)",
+    ),
+    Hook(
+        "_generate_single_turn",
+        ("prompt_ids", "images", "multimodal_fields", "num_generations", "has_tool_images"),
+        "wrapped: the vLLM weight sync, sleep mode's wake and sleep, the stop trimming and the "
+        "wait for the other ranks are timed apart from generation; returns (completion_ids, logprobs, ...)",
+    ),
+    Hook(
+        "compute_loss",
+        ("model", "inputs", "return_outputs", "num_items_in_batch"),
+        "wrapped: a micro-batch larger than micro_batch_rows runs as passes of that many rows "
+        "(each weighted as its share of the loss; the earlier ones back-propagated here)",
+    ),
+    Hook(
+        "_get_per_token_logps_and_entropies",
+        (
+            "model",
+            "input_ids",
+            "attention_mask",
+            "logits_to_keep",
+            "batch_size",
+            "compute_entropy",
+            "compute_aux_loss",
+            "pixel_values",
+            "image_grid_thw",
+            "num_images",
+            "pixel_attention_mask",
+            "spatial_shapes",
+            "num_tiles",
+            "image_sizes",
+            "token_type_ids",
+            "mm_token_type_ids",
+            "image_position_ids",
+        ),
+        "wrapped: the no-grad scoring passes (old and reference log-probs, chunks of batch_size = "
+        "per_device_train_batch_size) run in chunks of micro_batch_rows, the loss pass's rows",
+    ),
+    Hook(
+        "_calculate_rewards",
+        ("inputs", "prompts", "completions", "completion_ids_list"),
+        "wrapped: the weighted reward of each row (reward metrics) and the correctness column "
+        "(dynamic sampling's filter)",
+    ),
+    Hook(
+        "_save_checkpoint",
+        ("model", "trial"),
+        "extended: sagc_state.json (sizer, prompt stream, step records) written last; the old "
+        "checkpoints are rotated out only after it (transformers' rotate_checkpoints)",
+    ),
+    Hook("_load_optimizer_and_scheduler", ("checkpoint",), "extended: sagc_state.json restored on resume"),
     Hook("_get_output_dir", ("trial",), "called: the folder of the checkpoint being saved"),
 )
 
@@ -108,8 +146,9 @@ def check_contract(trainer_cls: type | None = None) -> list[str]:
             continue
         params = tuple(p for p in inspect.signature(method).parameters if p != "self")
         if params != hook.params:
-            problems.append(f"TRL hook {hook.name}: parameters are now {params}, the trainer expects "
-                            f"{hook.params} ({hook.why})")
+            problems.append(
+                f"TRL hook {hook.name}: parameters are now {params}, the trainer expects {hook.params} ({hook.why})"
+            )
     try:
         source = inspect.getsource(trainer_cls)
     except (OSError, TypeError):
@@ -131,5 +170,8 @@ def check_contract(trainer_cls: type | None = None) -> list[str]:
 
 def overridden_methods(subclass: type, base: type) -> set[str]:
     """Methods ``subclass`` defines itself that ``base`` (or its parents) also has."""
-    return {name for name, value in vars(subclass).items()
-            if callable(value) and not name.startswith("__") and hasattr(base, name)}
+    return {
+        name
+        for name, value in vars(subclass).items()
+        if callable(value) and not name.startswith("__") and hasattr(base, name)
+    }

@@ -35,9 +35,18 @@ def run_id_for(output_dir: Path, resuming: bool) -> str:
 class StepLogger:
     """Thin wrapper over a ``wandb`` run; ``mode="disabled"`` logs nothing (still validated)."""
 
-    def __init__(self, *, mode: str, project: str, run_id: str, directory: Path,
-                 entity: str | None = None, group: str | None = None, name: str | None = None,
-                 config: dict | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        mode: str,
+        project: str,
+        run_id: str,
+        directory: Path,
+        entity: str | None = None,
+        group: str | None = None,
+        name: str | None = None,
+        config: dict | None = None,
+    ) -> None:
         self.mode = mode
         self.run = None
         if mode == "disabled":
@@ -62,14 +71,14 @@ class StepLogger:
         if self.run is not None:
             try:
                 self.run.log(row, step=int(step))
-            except Exception as err:  # noqa: BLE001 - W&B must not stop the training
+            except Exception as err:
                 self._lost(err)
 
     def finish(self, exit_code: int = 0) -> None:
         if self.run is not None:
             try:
                 self.run.finish(exit_code=exit_code)
-            except Exception as err:  # noqa: BLE001
+            except Exception as err:
                 self._lost(err)
             self.run = None
 
@@ -78,6 +87,10 @@ class StepLogger:
         wandb-core included): stop logging instead of failing the step or the checkpoint
         that follows. No row is lost: every checkpoint holds the step records, and the
         resumed run logs them again (done.json holds them too)."""
-        warnings.warn(f"W&B logging stopped ({type(err).__name__}: {err}); the steps are kept in the "
-                      "checkpoints and done.json, and a resumed run logs them again", RuntimeWarning, stacklevel=3)
+        warnings.warn(
+            f"W&B logging stopped ({type(err).__name__}: {err}); the steps are kept in the "
+            "checkpoints and done.json, and a resumed run logs them again",
+            RuntimeWarning,
+            stacklevel=3,
+        )
         self.run = None

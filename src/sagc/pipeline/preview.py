@@ -1,0 +1,74 @@
+"""What the workflow prints about training when it loads (a dry run shows it): how each
+model's cells run, each model x algorithm's memory plan per phase, and the time a stop on
+SLURM's warning needs. The lines read resolved cells (``sagc.pipeline.cells``), which read
+the launch and the memory plan: so they live here, above all three."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
+from sagc.pipeline.cells import train_cell_config
+from sagc.pipeline.launch import (
+    CELL_FILE,
+    STOP_KEYS,
+    PreemptionWarning,
+    cell_launch,
+    cell_uses_cpu,
+    command,
+    stop_problems,
+    stop_setting,
+)
+from sagc.pipeline.memory import card_gib, margins
+
+
+def train_lines(config: Mapping[str, Any], grid: Any, *, repo: str | os.PathLike, cpus_per_node: int) -> list[str]:
+    """Per model, how its cells run and the command that trains one of them (when a cell is
+    several processes); each model x algorithm's memory plan per phase (with a card,
+    ``memory_lines``); and the time a stop on SLURM's warning needs, with a
+    ``PreemptionWarning`` for each way it could fall short (``stop_problems``)."""
+    for problem in stop_problems(config):
+        warnings.warn(problem, PreemptionWarning, stacklevel=2)
+    lines = []
+    for model in grid.models:
+        cell_id = next(c for c in grid.cells() if c.model == model)
+        cell = train_cell_config(config, grid, cell_id)
+        launch = cell_launch(cell)
+        if launch.processes == 1:
+            continue
+        units = "CPU processes (gloo)" if cell_uses_cpu(cell) else "GPUs"
+        where = f"{launch.nodes} nodes x {launch.processes_per_node}" if launch.nodes > 1 else f"{launch.processes}"
+        cmd = command(cell, f"{cell['output_dir']}/{CELL_FILE}", repo=repo, cpus_per_node=cpus_per_node)
+        lines.append(f"train: each {model} cell on {where} {units}, {launch.strategy}; {cell_id.id}: {cmd}")
+    lines.extend(memory_lines(config, grid))
+    step, save = (stop_setting(config, k) for k in STOP_KEYS)
+    lines.append(
+        f"stop: SLURM warns a train job {step + save} s before its time limit (--signal=USR1@{step + save}: "
+        f"launch.stop_step_s {step} + launch.stop_save_s {save}); its trainers finish the step, "
+        "checkpoint and exit 75"
+    )
+    return lines
+
+
+def memory_lines(config: dict[str, Any], grid: Any) -> list[str]:
+    """Each model x algorithm's peak per phase against the card (``sagc.pipeline.memory``),
+    from a resolved cell of each (every cell of a model and algorithm trains in the same
+    passes); nothing without a card."""
+    if card_gib(config) is None:
+        return []
+    lines, seen = [], set()
+    for cell in grid.cells():
+        if (cell.model, cell.algorithm) in seen:
+            continue
+        seen.add((cell.model, cell.algorithm))
+        plan = train_cell_config(config, grid, cell)["resolved"]["memory"]
+        source = margins(config, cell.model).source
+        lines.append(
+            f"memory: {cell.model} {cell.algorithm}, {plan['rows_per_pass']} rows x "
+            f"{plan['tokens_per_row']} tokens a pass, vLLM share {plan['vllm_share']}: generating "
+            f"{plan['generating_gib']}, scoring {plan['scoring_gib']}, loss pass {plan['loss_pass_gib']} "
+            f"of {plan['card_gib']} GiB per card ({source} margins)"
+        )
+    return lines
