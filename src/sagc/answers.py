@@ -1,36 +1,12 @@
 """Final-answer extraction and comparison: the one place that decides what a model answered.
 
-The training rewards (``sagc.rewards``), the local lm-eval tasks and the paper's
-lm-eval tasks (AIME / AMC / GPQA) all call these functions, so a completion is judged the
-same way during RL and during downstream evaluation.
+The training rewards, the local lm-eval tasks and the paper's lm-eval tasks all call these
+functions, so a completion is judged the same way during RL and during evaluation. Two
+scores (strict: the last box; lenient: a fallback for published numbers) share one
+comparison. Nothing here raises on model output.
 
-Two scores, both from the same extraction and comparison:
-
-* **strict** (``is_correct``, the primary score, as the prompt asks): the answer is the
-  content of the *last* box in the completion: ``\\boxed{...}``, ``\\fbox{...}``, or the
-  undelimited ``\\boxed 42`` (up to the next ``$`` or line end, as Hendrycks' MATH grader
-  reads it). Braces nest (``\\boxed{\\frac{1}{2}}``). No box, an unclosed brace or a
-  non-string answers nothing. The training reward is this score.
-* **lenient** (``is_correct_lenient``, for comparison with published numbers): the box when
-  there is one; without a box, the fallback of lighteval's and Qwen2.5-Math's graders: the
-  last "answer is X" / "Answer: X" phrase, else the last number (or, for a multiple-choice
-  reference, the last ``(X)`` option label) in the text.
-
-Comparison (``answer_matches``), cheapest test first:
-
-1. decorations go: ``\\text``, ``\\textbf``, ``\\mathbf``, ``\\mathrm`` (``\\textbf{C}`` is C);
-2. a multiple-choice reference (one letter, GPQA) is matched by the *letter* the answer
-   names: bare (``C``, ``(c)``) or as an option label followed by its text (``(C) 4.2 eV``,
-   ``C) 4.2 eV``, ``C: 4.2 eV``, ``C. 4.2 eV``); choice text alone is not a letter;
-3. otherwise an option label in front of a value is dropped, the value decides (AMC's
-   ``\\textbf{(C) }42``); the normalised strings are compared (``normalize_answer``), and
-   two plain numbers are decided there (a tiny-world digit never reaches step 4);
-4. the two answers are compared as mathematics by ``math-verify`` (the verifier TRL's and
-   open-r1's math rewards use): ``\\dfrac{\\sqrt3}{2}`` equals ``\\frac{\\sqrt{3}}{2}``,
-   ``[1,2)`` equals ``[1, 2)``. Competition answers come in many such forms, and string
-   matching would score right answers 0.
-
-Nothing here raises on model output.
+The extraction rules and the comparison steps: docs/evaluation.md, "Extracting and
+comparing answers".
 """
 
 from __future__ import annotations

@@ -1,22 +1,10 @@
 """Settings declared once on a frozen dataclass, and what is derived from the declarations.
 
-A config class that users build themselves (``SAGCConfig(tau=2.5)``, ``dataclasses.replace``)
-stays a plain frozen dataclass. Each of its fields states its type, range and a one-line
-description once, as ``Annotated`` metadata in the terms of ``sagc.config_models``
-(``Number(gt=1)``, ``PositiveInt``, ``OneOf(...)``, pydantic's ``Field(...)``)::
+Each field of a user-built config class (``SAGCConfig(tau=2.5)``) states its type, range and
+one-line description once, as ``Annotated`` metadata; the value check (``check``) and the
+pipeline schema's block (``block_model``) are derived from it, never restated.
 
-    tau: Annotated[Number(gt=1), Field(description="...")] = 2.0
-
-Derived from those declarations, never restated:
-
-- ``check(config, prefix)``, which the class's ``__post_init__`` calls: every field's value
-  against its declared type and range, a list given for a tuple field made the tuple, else a
-  ``ValueError`` naming ``<prefix>.<key>``, the value and what was expected. Checks across
-  fields (a value that must be one of another field's) stay in the class, after this one.
-- ``block_model(cls, name)``: the pipeline schema's block of the class
-  (``sagc.pipeline.schema``): the same fields, every key optional (absent: the class's
-  default applies), and a field that holds another settings class replaced by that class's
-  keys, in place (the flat block ``PromptSAGCConfig.from_dict`` reads).
+The declaration form and what is derived: docs/architecture.md, "Settings declared once".
 """
 
 from __future__ import annotations

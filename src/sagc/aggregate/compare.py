@@ -3,22 +3,10 @@
     python -m sagc.aggregate.compare results/default results/replicate
     python -m sagc.aggregate.compare results/default docs/reference/default-headline.csv
 
-Each side is a results folder (its ``tables/headline.csv`` is read) or a ``headline.csv``
-itself. For every claim (family, model, algorithm, controller, reference, claim) of both
-sides it shows the difference of the two estimates B - A with its 95 % interval and whether
-B's estimate lies in A's 95 % prediction interval; the two verdicts and whether they agree
-are an extra column. Claims only one side has are listed as such.
-
-The two runs are independent seed sets, so the difference's standard error is
-``sqrt(se_A^2 + se_B^2)`` and its degrees of freedom Welch-Satterthwaite's,
-``(se_A^2 + se_B^2)^2 / (se_A^4 / df_A + se_B^4 / df_B)``. A's prediction interval for
-a replication's estimate is ``est_A +- t_{0.975, df} sqrt(se_A^2 + se_B^2)``: B lies in it
-exactly when the difference's interval covers 0, which is what *consistent* means here.
-Speed-ups are compared on the log scale and the difference shown as the ratio B / A.
-Verdicts can disagree between consistent estimates (one side's interval just crosses the
-line), which is why the estimates, not the verdicts, decide replication.
-
-``--strict`` exits 1 when a claim that holds on either side does not hold on the other.
+For every claim of both sides it shows the difference B - A with its 95 % interval and
+whether B lies in A's prediction interval; the estimates, not the verdicts, decide
+replication. ``--strict`` exits 1 when a claim that holds on either side does not hold on
+the other. The statistics: docs/aggregation.md, "Comparing two runs".
 """
 
 from __future__ import annotations

@@ -1,28 +1,10 @@
 """The grid description the pipeline hands to the aggregation (a JSON file).
 
-Shape (keys not listed are rejected, so a typo does not silently fall back to a default)::
-
-    {"name": "default",                      # config name; also W&B config key config_name
-     "time_unit": "s",                       # "s" | "min" | "h" (default "s")
-     "last_k": 5,                            # final reward = mean of the last k steps
-     "allow_partial": false,                 # mark missing cells instead of failing
-     "tau": 2.0,                             # optional: straggler threshold, drawn in figures
-     "delta": 0.3,                           # optional: budget that picks the best static G
-     "budgets": {"sagc": 0.3},               # optional: each controller's own budget
-     "straggler_reports": {"tiny-qwen2": ".../models/tiny-qwen2/stragglers.json"},
-     "claims": {"controller": "sagc", ...},  # the pre-registered claims (registration.py)
-     "wandb": {"source": "offline"}          # or {"source": "online", "entity": ...,
-                                             #     "project": ..., "group": ...}
-     "cells": [{"id": "tiny-qwen2/grpo/g4/seed0", "model": "tiny-qwen2", "algorithm": "grpo",
-                "sizing": "g4", "seed": 0, "train_dir": "results/default/train/...",
-                "eval_summary": "results/default/eval/.../summary.json",
-                "max_steps": 20}],            # optional: fewer logged steps = unfinished
-     "base": [{"model": "tiny-qwen2", "eval_summary": ".../base/summary.json"}],
-     "tables_dir": "results/default/tables",
-     "figures_dir": "paper_figures/default"}
-
-Relative paths resolve against ``root`` (the working directory by default: Snakemake runs
+Keys not in the shape are rejected, so a typo does not silently fall back to a default;
+relative paths resolve against ``root`` (the working directory by default: Snakemake runs
 jobs from the workflow root, where ``results/`` lives).
+
+The file's shape with every key: docs/aggregation.md, "The grid file".
 """
 
 import json

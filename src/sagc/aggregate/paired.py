@@ -1,33 +1,11 @@
 """Seed-level intervals: a training run is the unit of every interval in the tables.
 
-Why seeds: two runs of one cell differ by far more than the steps or problems inside one
-run suggest (a seed draws the prompt stream, the sampling and the controller's Thompson
-draws, and a run's steps carry G and the policy over). So steps and problems only sharpen
-a seed's own summary; they never add degrees of freedom.
+Two runs of one cell differ by far more than the steps or problems inside a run suggest, so
+a comparison takes one paired number per seed (controller vs reference on the same prompt
+stream) and treats those as independent draws: Student's t with S - 1 degrees of freedom,
+or pooled over strata. A tie on every seed is *untestable*, not evidence.
 
-Why paired: the cells of one seed share their prompt stream (``Cell.train_seed`` ignores
-the sizing), so a controller and a fixed G of the same seed train on the same prompts
-(DAPO's refills let the streams drift apart after the first refill) and are evaluated on
-the same problems. A comparison takes one number per seed — the controller's summary
-minus (or over) the reference's — and then treats those S numbers as S independent draws.
-
-Each interval (``seed_interval``) is Student's t over the S per-seed values, S - 1 degrees
-of freedom (``scipy.stats.ttest_1samp``), with its two-sided p-value against the claim's
-null value. ``pooled_interval`` pools several strata (model x algorithm pairs) into one
-estimate, the headline's primary claims (its docstring has the formula). Every interval
-carries its standard error and degrees of freedom, so a replication can compare estimates
-(``sagc.aggregate.compare``) and ``sagc.aggregate.power`` can state what it could detect.
-When every seed gives the same value there is no spread to test against: the p-value is
-NaN and the claim is *untestable* (per-seed values are discrete, so ties happen; a tie is
-not evidence).
-
-The per-seed values:
-
-* a rate or a per-step mean (straggler flag, reward): the mean over the run's steps;
-* a cost speed-up: log(summed reference cost / summed controller cost) per seed; the
-  interval is computed on the log scale and shown as ``exp`` (a geometric mean speed-up);
-* accuracy: the mean over problems of the per-problem paired difference of avg@k scores
-  (the samples per problem and the problems sharpen it; the seed is the unit).
+Why seeds, why paired, and the per-seed values: docs/aggregation.md, "Seed-level intervals".
 """
 
 from __future__ import annotations

@@ -1,33 +1,11 @@
 """The headline's claims: the pre-registered primary family, its gated secondaries, the
 positive control and the exploratory claims of other controllers.
 
-**Primary family** (``sagc.aggregate.registration``: P1 fewer stragglers, P2 cheaper in the
-registered cost, P3 accuracy not worse than the largest fixed G, P4 not worse than the best
-static G), for the config's ``claims.controller``: each claim pools the model x algorithm
-strata (``paired.pooled_interval``, a stratified paired t), and the family is Holm-adjusted
-at ``claims.alpha`` on its own. Few claims with pooled degrees of freedom are what makes
-the headline able to decide anything: 20 per-pair claims over 5 seeds, Holm over all 20,
-had 2-4 % power at realistic effects. Each primary states its planned power (the config's
-plan, at the grid's seeds, at alpha / m, the first Holm step) and its observed power (the
-planned effect against the spread the seeds showed).
+Few pooled primary claims, Holm-adjusted on their own, are what lets the headline decide
+anything at a handful of seeds; secondaries refine a primary and are tested only when it
+holds; the positive control checks the machinery itself.
 
-**Secondary families**, each refining one primary and tested (Holm within the family) only
-when that primary holds; otherwise "not tested" with the interval shown as description:
-
-* S1 (gate P1): fewer stragglers, per pair;
-* S2 (gate P1): the budget per pair, non-inferiority: second-half straggler rate at most
-  delta + epsilon (``claims.budget_margin``). The controller's dual ascent drives the rate
-  *to* delta, so "below delta" would be a null the truth sits at;
-* S3 (gate P2): cheaper per pair in the registered cost, and pooled in the other cost;
-* S4 (gate P3): accuracy not worse, per pair and task;
-* S5 (gate P3): shorter answers (evaluation output length), pooled;
-* S6 (gate P4): accuracy not worse than the best static G, per pair and task.
-
-**Positive control**: the smallest fixed G straggles less than the largest, pooled the same
-way, alone (not in any family): if it does not hold, the machinery or the world is broken.
-
-**Exploratory**: every other controller of the grid gets the four pooled claims, Holm within
-its own family, marked as not pre-registered.
+The families, their gates and their power: docs/aggregation.md, "The headline's claims".
 """
 
 from __future__ import annotations

@@ -1,24 +1,11 @@
 """One reader interface, two sources: a cell's offline W&B run files, or the W&B API.
 
-Both return a ``RunData``: ``history`` is a pandas DataFrame with one row per training
-step (sorted by the ``step`` metric, see ``sagc.metrics``) and one column per logged
-metric; ``config`` is the run config (``metrics.CELL_KEYS`` plus the full cell config).
+Both return a ``RunData`` (a per-step history DataFrame and the run config) under the same
+rules, so the aggregation reads a grid the same way offline and online; killed, resumed and
+unfinished runs are read too.
 
-* ``OfflineReader`` reads ``<train_dir>/wandb/**/run-*.wandb`` (the cell's own WANDB_DIR)
-  with ``sagc.aggregate.runlog``; killed or unfinished runs are read too.
-* ``OnlineReader`` asks ``wandb.Api().runs("<entity>/<project>", filters={"group": ...})``
-  once and matches runs to cells by their config (``metrics.CELL_KEYS``); history comes
-  from the unsampled ``run.scan_history()`` (``run.history()`` samples, so it is never used).
-
-Rules shared by both sources:
-
-* rows without a ``step`` key are not the trainer's per-step rows (e.g. rows another
-  logger added) and are skipped; several rows with the same step are merged key by key;
-* W&B's own keys (``_step``, ``_runtime``, ``_timestamp``, ...) are dropped;
-* a cell resumed after a kill may leave several runs / run files ("segments"). They are
-  ordered by start time and merged by step, later segments winning. A resumed segment
-  restarts training at its first step, so it also drops the earlier segment's rows at
-  that step and after: those belong to the abandoned trajectory.
+The two sources and the shared rules (skipped rows, merged segments): docs/aggregation.md,
+"Reading a cell's runs".
 """
 
 from __future__ import annotations

@@ -1,22 +1,12 @@
 """The pre-registered claims: what the headline tests, declared in the config before the run.
 
 A pipeline config's ``claims:`` block (``Registration``; the pipeline's schema takes this
-model as it is, so every default is stated here once) names the controller whose claims are
-the primary family, the cost the family counts, the margins with their reasons, the level,
-and the planned effect and per-seed spread of each primary (``PRIMARIES``), from which the
-dry run states each primary's planned power (``sagc.aggregate.plan``).
+model as it is, so every default is stated here once) names the controller, cost, margins,
+level and each primary's planned effect and spread (``PRIMARIES``), from which the dry run
+states the planned power (``sagc.aggregate.plan``).
 
-The primaries, each pooled over the model x algorithm strata (``sagc.aggregate.primary``),
-against the largest fixed G of the grid (the reference) unless said otherwise:
-
-* P1 fewer stragglers: per seed, the controller's whole-run straggler rate minus the
-  reference's (below 0);
-* P2 cheaper: per seed, log(reference cost / controller cost) of the registered ``cost``
-  summed over the steps both runs logged (above 0: a speed-up above 1x);
-* P3 accuracy not worse: per seed, the controller's accuracy minus the reference's, the mean
-  over the evaluated tasks of each task's mean per-problem difference (above -margin);
-* P4 accuracy not worse than the best static G (the largest fixed G whose base-model
-  straggler rate is at most delta), in the strata where that is not the reference.
+The four primaries and their per-seed values: docs/aggregation.md, "The pre-registered
+primaries".
 """
 
 from __future__ import annotations

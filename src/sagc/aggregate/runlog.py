@@ -1,27 +1,11 @@
 """Read the records of a W&B run file (``run-<id>.wandb``) without the W&B service.
 
-Why our own reader: in wandb 0.31 an offline run keeps its history and summary *only* in
-the ``.wandb`` transaction log (``files/`` holds neither), and the old Python reader
-(``wandb.sdk.internal.datastore``) is gone. The format is small and stable within a
-wandb version, so we parse it here and pin ``wandb==0.31.0`` in ``pyproject.toml``; the
-round-trip test in ``tests/aggregate/test_aggregate_runlog.py`` (log offline with wandb, read back,
-compare every value) fails loudly if a wandb upgrade changes it.
+In wandb 0.31 an offline run keeps its history and summary only in this transaction log and
+the old Python reader is gone, so it is parsed here (wandb is pinned; a round-trip test fails
+if an upgrade changes the format). A killed run's incomplete tail is dropped; anything else
+that does not parse raises ``CorruptRunFileError`` naming the file.
 
-Format, as written by wandb-core 0.31 (checked against files it produced):
-
-* a 7-byte file header: ``b":W&B"``, magic ``0xBEE1`` (uint16 LE), version ``0`` (uint8);
-* then a LevelDB-style log: the file is cut into 32 KiB blocks (the header counts against
-  the first one) and each protobuf ``Record`` is written as one or more chunks
-  ``[crc32 uint32 LE][length uint16 LE][type uint8][payload]``, type 1 = FULL,
-  2 = FIRST, 3 = MIDDLE, 4 = LAST, so a record may span blocks;
-* fewer than 7 bytes left in a block are zero padding, and so is a zero chunk header;
-* the checksum is zlib's CRC-32 of the payload, seeded with the CRC-32 of the type byte.
-
-A run that was killed mid-write ends with a short, incomplete chunk or a FIRST/MIDDLE
-chunk without its LAST: that tail is dropped (``RunLog.truncated_tail`` says so) because
-killed and unfinished runs must stay readable. Anything else that does not parse — a
-wrong header, a bad checksum, an impossible chunk sequence, an unparseable record — is
-corruption and raises ``CorruptRunFileError`` naming the file.
+The file format: docs/aggregation.md, "Reading W&B run files".
 """
 
 from __future__ import annotations

@@ -1,28 +1,10 @@
 """Per-cell training statistics and their aggregation over seeds.
 
-Definitions (one training cell = one W&B history, one row per step; metric names from
-``sagc.metrics``):
+One training cell is one W&B history, one row per step; each statistic is a mean or last
+value of a ``sagc.metrics`` column, and over seeds the mean and sample standard deviation
+(NaN with one seed). Speed-ups are paired per seed in ``sagc.aggregate.paired``.
 
-* straggler rate   = mean of ``sagc/straggler`` over the logged steps;
-* 2nd-half rate    = the same over the second half of the steps (``metrics.in_second_half``):
-                     where a controller should have converged;
-* decode steps     = mean of ``cost/decode_steps`` per step (the machine-independent cost
-                     of a synchronous rollout; ``sagc.metrics``);
-* CPU seconds      = ``time/cpu_total_s`` at the last logged step (process CPU time);
-* wall-clock       = ``time/wallclock_s`` at the last logged step (cumulative training
-                     seconds, it survives resume), shown in the grid's ``time_unit``;
-* rollout share    = sum(``time/rollout_s``) / sum(``time/step_s``) over the steps;
-* final reward     = mean of ``reward/mean`` over the last ``last_k`` steps (all steps if
-                     fewer were logged);
-* mean G           = mean of ``sagc/group_size`` over the steps;
-* mean length      = mean of ``length/mean`` over the steps (each step weighs the same,
-                     like every other per-step mean here);
-* padding eff.     = mean of ``tokens/padding_efficiency`` over the steps;
-* speed-ups        = paired against the reference fixed G (the largest in the grid for the
-                     same model and algorithm) in ``sagc.aggregate.paired`` and the tables.
-
-Over seeds: mean and sample standard deviation (ddof = 1); with one seed the std is NaN
-and only the mean is shown. NaN values inside a history column are ignored by the means.
+The definition of every statistic: docs/aggregation.md, "Per-cell statistics".
 """
 
 from __future__ import annotations

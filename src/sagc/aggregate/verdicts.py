@@ -1,21 +1,11 @@
 """Claims, their verdicts, and the families they are corrected in.
 
-A claim is one t test (``sagc.aggregate.paired``) of an estimate against its null value (0;
-1x for a speed-up; minus the margin for "not worse"; delta + epsilon for the budget), two-
-sided at the family's level so that it matches the shown 95 % interval. Within a family the
-p-values are Holm-adjusted together (``holm_adjusted``). A claim
+A claim is one t test of an estimate against its null value, Holm-adjusted within its
+family (``holm_adjusted``), with a verdict: holds, fails, inconclusive, untestable, not
+tested or missing. The families are ``sagc.aggregate.primary``'s; the references (the
+largest fixed G, the best static G under the budget) are here.
 
-* **holds** when its adjusted p is below alpha and the estimate lies on the claimed side,
-* **fails** when its adjusted p is below alpha and the estimate lies on the other side,
-* is **inconclusive** otherwise,
-* is **untestable** when no test exists: one seed, or no spread (every seed gave the same
-  value: a tie is not evidence, and never makes a claim hold),
-* is **not tested** when it belongs to a secondary family whose primary did not hold
-  (gatekeeping: its interval is still shown, descriptively),
-* is **missing** when no seed has both sides.
-
-The families and what each claim measures are ``sagc.aggregate.primary``'s; the references
-(the largest fixed G, the best static G under the budget) are here.
+What each verdict means: docs/aggregation.md, "Verdicts".
 """
 
 from __future__ import annotations

@@ -1,58 +1,12 @@
 """Group-size policies by sizing name: the one place that parses a sizing.
 
-A sizing name is what a grid cell, a simulator run or a table row calls its policy:
+A sizing name (``g<N>``, ``<policy>``, ``<policy>-<variant>``) is what a grid cell, a
+simulator run or a table row calls its policy; ``parse_sizing`` turns it into a ``Sizing``
+or raises a ``ValueError`` naming it, and everything that needs to know what a sizing means
+asks here. ``POLICIES`` registers each policy with its config block.
 
-- ``g<N>``: the fixed baseline ``FixedGroupSize(N)`` (N >= 2);
-- ``<policy>``: a registered policy with its config block as given (``sagc``);
-- ``<policy>-<variant>``: the same policy with the named overrides of its variants block
-  applied (``sagc-fast`` reads ``sagc_variants.fast``).
-
-``parse_sizing(name)`` turns a name into a ``Sizing`` (policy, variant, fixed G) or raises a
-``ValueError`` that names the name and the accepted forms. Everything that needs to know
-what a sizing means asks it: the pipeline schema (``sizing_pattern()``), the pipeline's
-checks and cell configs, the trainer's cell config and entry point, the simulator and the
-aggregation (``fixed_group_size``).
-
-Each policy reads one config block, under the same key in the pipeline config (top
-level), in a cell's ``sizing`` section and in a simulator config: ``sagc`` for the SAGC
-controller, ``sagc_prompt`` for the prompt-aware one. The fixed baseline reads only the
-measurement keys of the ``sagc`` block (``MEASUREMENT_KEYS``: how a straggler is counted),
-so that tuning the controller does not rerun the fixed baselines. Variants live in
-``<block>_variants`` (``sagc_variants``).
-
-Adding a policy
----------------
-
-Write its class and its config class, then register one ``Policy`` line in ``POLICIES``:
-
-- the class subclasses ``GroupSizer`` (``next_group_size``, ``observe``, ``state_dict``,
-  ``load_state_dict``, ``candidates``, ``max_group_size``); a policy that orders the
-  prompts itself also overrides ``prompt_stream(base, token_ids, features)``, which the
-  trainer and the simulator call once per run (the default keeps the plain stream);
-- the config class is frozen, with ``from_dict(dict)`` that validates and raises
-  ``ValueError``, ``to_dict()``, a ``sorted_candidates`` property and a ``seed`` key;
-- ``build(config)`` makes the sizer: the class itself when it takes the config
-  (``SAGCController``), or a function that picks among classes.
-
-A policy of a package that imports the controller names its config class and builder as
-``"module:name"`` strings, imported on first use, so that the controller imports nothing
-above it. The prompt-aware policy is registered so::
-
-    Policy("sagc-prompt", block="sagc_prompt", config="sagc.prompt_aware.config:PromptSAGCConfig",
-           build="sagc.prompt_aware.policy:build_prompt_sagc", inherits="sagc")
-
-Its cells are then named ``sagc-prompt`` (and ``sagc-prompt-<variant>``), read the
-pipeline's ``sagc_prompt:`` block (and ``sagc_prompt_variants:``), carry it as
-``sizing.sagc_prompt`` in their cell config, and are built as ``build_prompt_sagc(config)``
-(whose sizers supply the tail-batching stream through ``prompt_stream``). The pipeline
-schema gets both blocks when it is regenerated (``python -m sagc.pipeline.schema``; the
-block's key types come from the config class's ``json_schema()`` classmethod if it has
-one, else the block is any mapping, checked as a whole by ``from_dict``; the schema test
-fails until it is regenerated). Names are matched against the longest registered policy
-name first, so ``sagc-prompt`` is that policy and not a variant ``prompt`` of ``sagc``. A
-policy whose block should start from another block's keys (a hybrid reusing the SAGC
-hyper-parameters) passes ``inherits="sagc"``: its cell block is ``{**sagc, **sagc_prompt}``
-(then the variant).
+Name forms, config blocks and variants, adding a policy: docs/controller.md, "Sizing names
+and the policy registry".
 """
 
 from __future__ import annotations

@@ -1,21 +1,10 @@
 """Rule-based group sizings: the baselines that ask how much of SAGC a few-line rule gets.
 
-Both rules read only each step's straggler flag (max/median > tau, counted exactly as SAGC
-counts it) and move G one candidate at a time within the sorted candidates (a halving or a
-doubling for 4 / 8 / 16):
+``aimd`` and ``threshold`` read only each step's straggler flag and move G one candidate at
+a time; neither samples nor keeps a posterior, so given the lengths they are deterministic.
+They read the ``sagc`` block, where their shared keys are declared once.
 
-- ``aimd``: one candidate down after a straggling step; one up after ``quiet_steps`` quiet
-  steps in a row (TCP's reaction to loss, with no estimate of any G's risk).
-- ``threshold``: an exponential moving average ``r`` of the straggler flags, starting at
-  delta; one candidate down when ``r > delta``, one up when ``r < delta - margin`` (the
-  margin is hysteresis: without it G would flip at every step near the budget).
-
-Neither samples nor keeps a posterior: given the lengths they are deterministic. They read
-the ``sagc`` block (``inherits="sagc"``): ``candidates``, ``tau``, ``delta``, ``scope``,
-``initial`` (null: the middle candidate) and ``seed`` mean what they mean for SAGC and are
-declared there once; the block's other SAGC keys (eta, prior, ...) are checked by
-``SAGCConfig`` and unused. The decision for the next step is taken in ``observe``, so
-``state_dict`` after a step resumes the exact G sequence.
+The two rules and the keys they read: docs/controller.md, "The rule-based baselines".
 """
 
 import math

@@ -1,23 +1,11 @@
 """Stage the paper's benchmarks once into a local cache; evaluation only ever reads the cache.
 
-What a benchmark is comes from the task YAML that reads it (``metadata``, see
-``sagc.evaluate.taskcfg``): its name (the cache file ``<name>.jsonl``), its Hub dataset,
-config and split, whether it is gated, and the normaliser (``sagc.evaluate.normalizers``)
-that keeps the columns the task reads. The packaged ones:
+What a benchmark is (cache name, Hub dataset, gating, normaliser) comes from the task YAML
+that reads it (``sagc.evaluate.taskcfg``), so adding one needs no code here. Without
+network, ``--source-dir`` stages local files; every staged file gets a ``.meta.json``.
 
-| benchmark      | source                                   | columns                                   |
-|----------------|------------------------------------------|-------------------------------------------|
-| ``aime24``     | ``Maxwell-Jia/AIME_2024`` (train, 30)    | id, problem, answer                       |
-| ``amc23``      | ``AI-MO/aimo-validation-amc`` (train),   | id, problem, answer, url                  |
-|                | rows whose AoPS ``url`` names ``2023``   |                                           |
-| ``gpqa_diamond`` | ``Idavidrein/gpqa``, config            | id, Record ID, Question, Correct Answer,  |
-|                | ``gpqa_diamond`` (train, 198), GATED     | Incorrect Answer 1..3                     |
-
-A gated source (GPQA) needs an HF token (``HF_TOKEN``) of an account that accepted the
-dataset's terms. Without network (or for GPQA without access) pass ``--source-dir DIR``
-holding ``<benchmark>.jsonl|.json|.csv|.parquet`` with the source's own columns (for GPQA,
-the ``gpqa_diamond.csv`` of the official release works as is). Every staged file gets a
-``<benchmark>.meta.json`` (source, row count, sha256).
+The packaged benchmarks, gated access and local sources: docs/evaluation.md, "Staging the
+benchmarks".
 """
 
 from __future__ import annotations

@@ -1,28 +1,9 @@
 """``summary.json``: the small per-model record that the aggregation reads.
 
-Shape (contract in docs/architecture.md; nothing else goes into this file)::
+Its shape is the contract in docs/architecture.md (nothing else goes into this file); the
+per-generation figures behind the means go to ``output_lengths.jsonl`` next to it.
 
-    {"model": str, "cell": str,
-     "tasks": {task: {"accuracy": float, "accuracy_stderr": float, "accuracy_lenient": float,
-                      "pass_at_k": {"1": float, "2": float, ..., "<n>": float},
-                      "samples_per_problem": int,
-                      "mean_output_tokens": float, "truncation_rate": float,
-                      "n_samples": int}}}
-
-* ``accuracy`` / ``accuracy_stderr``: the strict score (the box, as the prompt asks; the
-  primary one): lm-eval's own ``exact_match`` (mean over documents of the per-document
-  avg@n) and its standard error; the stderr is 0.0 when lm-eval reports none (a single
-  document).
-* ``accuracy_lenient``: lm-eval's ``exact_match_lenient``, the same mean under the lenient
-  reading of unboxed answers (``sagc.answers``).
-* ``pass_at_k``: strict pass@k for k = 1, 2, 4, ... and n, with Chen et al.'s (2021)
-  unbiased estimator per problem, averaged over problems: from the same n samples per
-  problem (``samples_per_problem``) as avg@n, so pass@1 equals ``accuracy``.
-* ``n_samples``: documents evaluated (lm-eval's effective ``n-samples``).
-* ``mean_output_tokens`` / ``truncation_rate``: over every generation (documents x repeats),
-  in the evaluated model's tokens, before any filtering (see ``sagc.evaluate.recorder``).
-
-The per-generation figures behind the means go to ``output_lengths.jsonl`` next to it.
+What each field means and how it is computed: docs/evaluation.md, "The summary's fields".
 """
 
 from __future__ import annotations

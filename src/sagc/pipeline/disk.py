@@ -1,38 +1,12 @@
 """What a grid's training cells need on disk and, on a cluster, what W&B needs: checked
 when the workflow loads (a dry run prints it too), before any job.
 
-What a training cell writes under ``results/<name>/train/<cell>/`` (bytes; N = parameters,
-weights in the dtype the policy is loaded in, ``DeviceSection.weights_dtype``):
+A cell's checkpoints, kept and peak, are sized from the model's parameter count so that a
+grid that would fill the disk is known before it starts; ``wandb_advice`` says how to log
+offline where compute nodes have no network.
 
-===============  ===========================================================================
-checkpoint       ``checkpoints/checkpoint-<n>/``, TRL's full checkpoint (``save_only_model=
-                 False``): the weights (N x 4 fp32 master weights, N x 2 bf16 weights) and the
-                 optimizer state: torch's AdamW keeps two moments in the weights' dtype (fp32:
-                 N x 8); ``CompensatedAdamW`` (``master_weights: bf16_kahan``) two fp32 moments
-                 and a bf16 compensation buffer (N x 10), ``sagc.train.precision``. Left out:
-                 scheduler, RNG, tokenizer, trainer and controller state (kilobytes to
-                 megabytes)
-kept             ``train.save_total_limit`` checkpoints (TRL's rotation deletes the oldest
-                 after each save), fewer when the run saves fewer: it saves every
-                 ``train.save_steps`` steps and at its last step
-final            ``final/`` (``trainer.save_model``): the weights alone, in the weights' dtype
-===============  ===========================================================================
-
-A save writes its checkpoint before the rotation deletes the oldest one, so while it is
-written a cell holds one checkpoint more than it keeps (the *peak*). That order has a
-consequence for ``save_total_limit: 1``: transformers deletes the old checkpoint inside
-``Trainer._save_checkpoint``, and the trainer writes ``sagc_state.json`` (what marks a
-checkpoint complete, ``sagc.train.checkpoint``) only after it, so a kill in between leaves
-no checkpoint to resume; with 2 (the default) the previous one survives that moment.
-
-Parameter counts: the hub world's models from ``sagc.pipeline.memory.architecture_of``
-(the paper's from their published ``config.json``, others from the local cache); the tiny
-world's from the built base model's ``config.json`` or, before it is built, from its
-``ModelSize`` flags and the tokenizer's vocabulary bound. A model without a count is
-reported as unknown. ZeRO strategies (DeepSpeed's own checkpoint layout) are not modelled.
-
-W&B: a cluster job logging online needs network on its compute node, which many clusters
-do not give; ``wandb_advice`` says how to log offline and upload the runs afterwards.
+What a cell writes, the checkpoint peak, where parameter counts come from: docs/cluster.md,
+"Disk plan of a training cell".
 """
 
 from __future__ import annotations

@@ -1,34 +1,12 @@
 """How a training cell is started: one process, or ``accelerate launch`` over the GPUs of one
 node or of several (SLURM).
 
-A cell's ``launch`` section (``sagc.train.config.LaunchSection``: ``nodes`` x
-``processes_per_node``, one GPU per process, and the ``strategy``) decides
+A cell's ``launch`` section decides the command that trains it (``command``), the train
+rule's cluster resources (``rule_resources``) and what the pipeline refuses before any job
+(``config_problems``); ``run`` starts the command and forwards the signals that make the
+trainers checkpoint and exit, so the rerun resumes.
 
-- the command that trains it (``command``)::
-
-    1 process       python -m sagc.train --config CELL      (run by sagc.warm, as every job)
-    N on one node   accelerate launch --config_file configs/accelerate/<strategy>.yaml
-                      --num_processes N --num_machines 1 --main_process_port $SAGC_LAUNCH_PORT
-                      -m sagc.train --config CELL
-    M nodes         srun --nodes M --ntasks-per-node 1 ... bash -c 'accelerate launch ...
-                      --num_processes N*M --num_machines M --machine_rank $SLURM_NODEID
-                      --main_process_ip <first host of the job> ... -m sagc.train --config CELL'
-
-  The job sets the port (``job_environment``): 20000 + SLURM_JOB_ID mod 10000 under SLURM
-  (two jobs on one node differ), a free one elsewhere. On CPU (``device.use_cpu``) the same
-  command starts N processes that train over gloo (the trainer's ``use_cpu``): accelerate's
-  own ``--cpu`` flag would start a single process;
-- the train rule's cluster resources (``rule_resources``);
-- what the pipeline refuses before any job (``config_problems``).
-
-``run`` is what a train job does with the command: the 1-process one through
-``sagc.warm.run``; the others as a child process to which SIGINT, SIGTERM, SIGHUP and
-SIGUSR1 are forwarded (``sagc.warm.run_forwarding``), its output appended to the job's log. The
-elastic agent of ``accelerate launch`` passes those signals on to the trainers and waits
-for them (``job_environment`` adds SIGUSR1 to its list and a grace of minutes): the
-trainers finish the running step, checkpoint and exit 75, and the rerun resumes. The
-agent itself then ends with status 1, which is what the job reports; Snakemake's retries
-and ``--rerun-incomplete`` do not tell the two apart.
+The commands, ports, signals and exit statuses: docs/cluster.md, "How a cell is launched".
 """
 
 from __future__ import annotations

@@ -1,80 +1,12 @@
 """GPU memory of one training cell: a written-down plan, and the micro-batch it allows.
 
-TRL runs the loss pass on ``per_device_train_batch_size`` rows at once (one micro-batch);
-a step's P x G rollouts are split into ``minibatches x gradient_accumulation_steps``
-micro-batches. The plan below says how large a micro-batch fits a card, so that
-``train.gradient_accumulation_steps: auto`` can pick the accumulation for every cell, and
-the config check can refuse a cell that would run out of memory at its first step.
+The plan says how large a micro-batch fits a card, so that
+``train.gradient_accumulation_steps: auto`` can pick the accumulation for every cell and the
+config check can refuse a cell that would run out of memory at its first step. It is an
+upper bound per phase of a step (generating, scoring, loss pass), not a measurement.
 
-What one process holds (bytes; N = parameters, w = 4 with fp32 master weights, 2 with bf16
-weights and the compensated optimizer):
-
-==================  =========================================================================
-weights             N x w
-reference model     GRPO's KL term (beta > 0): TRL loads it like the policy, N x w
-optimizer           AdamW moments in fp32: N x 8; the compensated optimizer adds a bf16
-                    compensation buffer (N x 2). From the first optimizer step on
-DDP buckets         DDP's reducer allocates flat gradient buckets for every parameter when
-                    the model is wrapped (N x w), kept for the run; several processes only
-gradients           ``.grad`` while the loss pass runs (freed after each optimizer step). DDP
-                    as accelerate builds it (``gradient_as_bucket_view=False``): a second
-                    copy, N x w; with the bucket view none. FSDP2 under accumulation keeps
-                    the unsharded gradients (N x w) and the sharded ones (N x w / processes)
-autocast copies     fp32 master weights under bf16 autocast: a bf16 copy of each weight is
-                    cached while a forward pass runs under autocast, N x 2
-activations         the loss pass, with gradient checkpointing: each layer's input is kept
-                    (L x h per token) plus the working set of the one layer being recomputed
-                    in the backward pass, 2 x (4h + 2 kv + 4 I) per token (q/o and norms,
-                    k/v, MLP gate/up/act/product; forward values and their gradients)
-scoring             the no-grad passes of the old and reference log-probs (TRL disables
-                    checkpointing there): the residual stream and one layer's forward working
-                    set, h + 4h + 2 kv + 4 I per token, in chunks of ``micro_batch_rows`` rows
-                    (the loss pass's: ``SAGCGRPOTrainer`` runs them so; TRL's own chunk is a
-                    whole micro-batch at G_max)
-vLLM                ``vllm_gpu_memory_utilization`` x the card's total as the driver reports
-                    it (vLLM converts the share so); in sleep mode (``device.vllm_sleep_mode``)
-                    the engine frees its weights and KV cache outside generation and keeps
-                    only ``VLLM_WORKSPACE_GIB``
-runtime             ``RUNTIME_GIB``: CUDA context, cuBLAS/NCCL workspaces
-margin              ``device.memory_margin_gib``: what the plan leaves out (the caching
-                    allocator's fragmentation at the peak, memory outside the allocator)
-==================  =========================================================================
-
-Activations are counted at 4 bytes an element with fp32 master weights (the residual stream
-stays fp32 under autocast), 2 with bf16 weights, times ``ACTIVATION_MARGIN`` (allocator
-rounding, attention kernels' buffers); tokens per row are the cap, max_prompt_length +
-max_completion_length (TRL pads every row to the longest). TRL's fused LM head never
-materialises the (tokens x vocab) logits.
-
-Three phases of a step must each fit the card (``MemoryEstimate``): **generating** (the
-engine awake next to the weights, reference model, AdamW state and DDP buckets),
-**scoring** (the engine asleep; a no-grad chunk) and the **loss pass** (gradients and a
-checkpointed micro-batch). The optimizer step runs after the backward pass has freed the
-activations; its temporaries (``CompensatedAdamW`` holds about four fp32 copies of one
-parameter at a time: ~6 GB for Llama-3.2-3B's embedding) fit in their place.
-
-**Stated or measured.** ``ACTIVATION_MARGIN``, ``RUNTIME_GIB`` and the margin are
-allowances; ``benchmarks/gpu_memory_check.py`` measures them on a card (the activation and
-scoring factors, the runtime, the allocator's fragmentation) and writes one JSON, which
-``device.memory_measured`` points the plan at instead (``Margins``).
-
-**The vLLM share** (``device.vllm_gpu_memory_utilization: auto``, ``vllm_share``): the
-smallest share (in hundredths) that holds the engine's bf16 weights, ``VLLM_WORKSPACE_GIB``
-and the KV cache of its rows of the grid's largest step, every row at the length cap (the
-worst case a straggler study must plan for: past the cache vLLM queues and preempts rows);
-where the generation phase cannot give that much next to the training state, the largest
-share it can give (rows then queue in that worst case: the config check warns, naming the
-cells). The same share for every cell of a model, so every cell's engine is the same.
-
-A cell of several processes (``launch``) has one per card, each with its share of the
-step: the micro-batch is that share's. DDP holds weights and optimizer state whole; FSDP2
-shards them (plus the unsharded units in flight: the embedding and two layers); ZeRO is
-counted as DDP without buckets (an upper bound).
-
-The plan is an upper bound for a step's phases, not a measurement: check it on the card
-(``benchmarks/gpu_memory_check.py``) before a long run. The paper's two models are
-described by their published ``config.json`` fields (``PAPER_MODEL_CONFIGS``), so resolving
-the paper grid needs neither network nor cache.
+What each process holds, the phases, the vLLM share and the measured margins:
+docs/cluster.md, "GPU memory plan".
 """
 
 from __future__ import annotations

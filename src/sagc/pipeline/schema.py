@@ -1,38 +1,13 @@
 """The pipeline config's typed model, and the JSON schema generated from it.
 
-``PipelineConfig`` (pydantic) states every key of a pipeline config (``configs/*.yaml``):
-its type, range and default, and its description. The JSON schema Snakemake validates
-against, ``workflow/schemas/config.schema.yaml``, is generated from it:
+``PipelineConfig`` states every key of a pipeline config once; the checked-in
+``workflow/schemas/config.schema.yaml`` that Snakemake validates against is generated from it:
 
     python -m sagc.pipeline.schema            # rewrite the schema file
     python -m sagc.pipeline.schema --check    # exit 1 if the file is out of date
 
-The file is checked in (Snakemake's ``validate`` reads a file, and a reviewer reads the
-schema there); ``tests/pipeline/test_schema.py`` fails when it differs from the model.
-
-What the model takes from the code instead of restating it:
-
-- the sizing names' pattern, and one block (plus its variants block) per registered
-  policy, from the sizing registry (``sagc.controller.registry``);
-- the ``train`` and ``device`` blocks whole (keys, types, ranges, defaults, descriptions):
-  they are the trainer's typed cell sections (``sagc.train.config.TrainSection`` /
-  ``DeviceSection``), each with only the pipeline's own changes (``TrainBlock``,
-  ``DeviceBlock``: "auto" for the vLLM share). A
-  key the trainer accepts is a key the pipeline accepts, and absent keys take the
-  trainer's default (no train key but ``TRAIN_FILLED`` is filled in by the schema, so
-  adding a trainer default never changes existing cells' configs);
-- the aggregation's defaults from ``sagc.aggregate.grid.ResultGrid``, and the ``claims`` block
-  whole from ``sagc.aggregate.registration.Registration`` (the pre-registered headline);
-- the ``sagc`` and ``sagc_prompt`` blocks (keys, types, ranges, descriptions) from the
-  controllers' config classes (``SAGCConfig``, ``PromptSAGCConfig``), where each key is
-  declared once (``sagc.settings``);
-- the ``evaluate`` block: the evaluation cell's settings (``sagc.evaluate.config.
-  EvalSettings``, the keys of every job's ``eval.json``) with the pipeline's own changes
-  (``EvaluateBlock``).
-
-What a schema cannot express (world-specific keys, sizing names against their variants,
-each policy's hyper-parameters as a whole, every cell's trainer config) is checked by
-``sagc.pipeline.config`` right after the schema, before any job starts.
+What the model takes from the code instead of restating it, and what is checked after the
+schema: docs/architecture.md, "The pipeline config's schema".
 """
 
 from __future__ import annotations

@@ -1,22 +1,12 @@
 """``sagc-prompt``: SAGC that knows whether the next round is a short or a long one.
 
-Tail batching (``TailBatchingStream``) splits an epoch into short rounds and long rounds,
-whose straggler risks differ: a long round gathers the prompts whose rollouts run longest
-and vary most. One SAGC posterior over both would average two worlds and pick a G that
-fits neither. ``PromptAwareSAGC`` keeps two complete SAGC controllers (posteriors, lambda,
-local search, RNG): before each step it asks the schedule whether the round will be long
-(``next_round_long()``) and lets that round kind's controller pick G; the step's lengths
-then update that controller only. Each kind therefore meets the straggler budget on its
-own, so the whole run does too. Both controllers use the ``sagc`` config; the long one is
-seeded with ``seed + 1`` so their Thompson draws are independent.
+Tail batching makes short and long rounds whose straggler risks differ, and one posterior
+over both would pick a G that fits neither; ``PromptAwareSAGC`` keeps one SAGC controller per
+round kind, so each kind, and the whole run, meets the budget. ``build_prompt_sagc`` is the
+registry's builder (the hybrid, or tail batching alone at a fixed G).
 
-Without a schedule attached (``attach``), every round counts as short: the policy is then
-the plain SAGC controller.
-
-Both ``sagc-prompt`` sizers supply their tail-batching stream through the ``GroupSizer``
-hook ``prompt_stream``: ``PromptAwareSAGC`` (the hybrid) attaches the stream it returns;
-``TailBatchedFixedGroupSize`` (``group_size`` set: tail batching alone) is the fixed
-baseline with that stream. ``build_prompt_sagc`` is the registry's builder of the two.
+How the two controllers and the stream fit together: docs/prompt-aware.md, "The
+`sagc-prompt` policy".
 """
 
 from __future__ import annotations

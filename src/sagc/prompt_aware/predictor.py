@@ -1,33 +1,11 @@
 """Per-prompt completion-length prediction, online, from the lengths SAGC already observes.
 
-What is predicted: the distribution of ``log L`` (L the completion length in tokens) of one
-rollout of prompt ``i``, as a normal ``N(mu_i, sd_i^2)``. ``risk(i)`` is its upper
-``quantile`` (default 0.9) in log-tokens: the length a prompt's longest rollouts reach, which
-is what makes a synchronous step wait. Nothing but lengths is used (no reward, no gradient).
+Each prompt's rollout log-length is predicted as a normal whose upper quantile (``risk``) is
+what makes a synchronous step wait; a feature model for unseen prompts and each prompt's
+own history are combined by empirical-Bayes shrinkage, all as running sums so an update is
+cheap and the state exact. Nothing but lengths is used.
 
-How (everything is a running sum, so an update is O(features^2) and the state is exact):
-
-1. **Feature model** for prompts never seen: an online ridge regression ``f(x_i)`` of a
-   group's mean log-length on the prompt's feature vector ``x_i`` (see ``prompt_features``:
-   an intercept, the log of the prompt's token count and, optionally, hashed tokens at the
-   prompt's two edges). Each observed group adds one row; ``A = ridge I + sum x x^T``,
-   ``b = sum x y``, coefficients ``A^-1 b``. ``A^-1`` itself is kept, updated per row by
-   Sherman-Morrison (O(features^2); a dense solve per row cost ~20 ms with 258 features
-   on a shared machine, a rank-one update well under 1 ms).
-2. **Prompt history** when prompts recur (epochs): per prompt the count ``n_i``, sum and sum
-   of squares of its observed log-lengths. Before a prompt's new group is added, its old
-   counts are multiplied by ``history_decay``, so the latest epoch weighs most (lengths
-   drift as training goes on).
-3. **Shrinkage** (empirical Bayes): ``mu_i = w_i * mean_i + (1 - w_i) * f(x_i)`` with
-   ``w_i = n_i / (n_i + s2 / t2)``. ``s2`` is the pooled within-prompt variance of
-   log-lengths, ``t2`` the variance of the true prompt means around the feature model (the
-   mean squared residual of a group mean minus its sampling share ``s2 / g``, floored at
-   ``min_between_var``); both are running estimates. A prompt seen once with G = 16
-   rollouts is mostly its own history; a prompt never seen is the feature model's.
-   The per-prompt spread is shrunk the same way: ``sd_i^2 = (k_i v_i + prior_strength s2) /
-   (k_i + prior_strength)`` plus the variance of ``mu_i``.
-
-Lengths below one token count as one (log 0 is undefined; an empty completion is short).
+The model, its three parts and their formulas: docs/prompt-aware.md, "The length predictor".
 """
 
 from __future__ import annotations

@@ -1,35 +1,12 @@
 """Tail batching: a ``PromptStream`` that defers prompts predicted long into long rounds.
 
-A synchronous step waits for its longest rollout. Mixing a few long prompts into every step
-makes every step wait for one; gathering them into dedicated *long rounds* lets the other
-(*short*) rounds finish early. Every prompt is still trained exactly once per epoch and
-on-policy (its rollouts come from the policy of the step that draws it); only the order
-within an epoch changes, and by a bounded delay.
+A synchronous step waits for its longest rollout; gathering the prompts predicted long into
+dedicated long rounds lets the other rounds finish early. Every prompt is still trained
+once per epoch and on-policy; only the order within an epoch changes, by a bounded delay,
+and a resumed run draws exactly the prompts the uninterrupted one would have.
 
-Per epoch ``e`` the base order is ``PromptStream``'s permutation (``default_rng([seed,
-e])``). At every draw the predictor (``PromptLengthPredictor``) scores all prompts; the
-top ``long_fraction`` by ``risk`` (strictly above the (1 - long_fraction) quantile, so a
-predictor with no information defers nothing) are *long*.
-
-- A short round walks the base order: a short prompt is taken, a long one is *deferred*
-  (queued).
-- As soon as the queue holds ``queue_rounds`` rounds' worth of prompts (the size of the last
-  round), the next round is long: it takes the riskiest queued prompts first, so the
-  longest share a step. With ``long_fraction = 0.25`` one round in four is long, and with
-  ``queue_rounds = 2`` a deferred prompt waits about six rounds: a run shorter than an
-  epoch still trains on the long prompts (deferring them to the epoch's end would drop them
-  from such a run, a biased curriculum). A longer queue sorts better and delays more
-  (docs/prompt-aware.md measures 1, 2 and 3).
-- When the base order is exhausted, the queue is flushed (a long round, possibly
-  shorter-filled from the next epoch) before the next epoch starts.
-
-Rounds are delimited by ``observe``: the first ``take`` after it starts a round (its kind is
-``next_round_long()`` at that moment, which a prompt-aware sizer reads before choosing G);
-later takes of the same step (dynamic-sampling refills) continue it.
-
-The state (epoch, position in the base order, the queue, the round flags, the predictor) is
-saved with every checkpoint; the predictions are a function of the observations, so a
-resumed run draws exactly the prompts the uninterrupted one would have.
+How rounds are formed, the queue and the saved state: docs/prompt-aware.md, "Tail batching:
+the schedule".
 """
 
 from __future__ import annotations

@@ -1,28 +1,12 @@
 """Prompt-aware control in the simulator: worlds where prompts have their own lengths.
 
-The parametric pool of ``sagc.simulate.sources`` draws fresh prompt scales every step: no
-prompt ever recurs, so nothing about a prompt can be learned. Here a run trains on a fixed
-set of ``n_prompts`` prompts for several epochs, drawn by the policy's prompt stream (its
-``prompt_stream`` hook, as in the trainer: the plain ``PromptStream``, or tail batching for
-``sagc-prompt*``), and the lengths of a prompt's rollouts depend on the prompt:
+Unlike the parametric pool, where no prompt recurs, a run here trains on a fixed set of
+prompts for several epochs, drawn by the policy's own prompt stream, and a prompt's rollout
+lengths depend on the prompt: so a policy can learn about prompts. ``PromptWorld`` is
+parametric, ``PromptReplay`` replays a trainer's ``lengths.jsonl``.
 
-- ``PromptWorld`` (parametric): prompt ``i`` has a fixed log-scale ``z_i ~ N(0,
-  prompt_sigma^2)`` on top of ``ParametricLengthConfig``'s drifting median, body and
-  runaway tail; with ``tail_coupling = k`` its runaway probability is also its own,
-  ``q * exp(k u_i - k^2 / 2)`` (``u_i = z_i / prompt_sigma``: long prompts run away more
-  often, the mean over prompts stays ``q``); its token count is ``exp(log_tokens + token_sd *
-  (feature_corr * u_i + sqrt(1 - feature_corr^2) * noise))``, a feature whose correlation
-  with the scale is ``feature_corr``.
-- ``PromptReplay``: a trainer's ``lengths.jsonl`` with prompt ids; a visit of prompt ``i``
-  replays one of its recorded groups (resampled to G like ``ReplayLengths``).
-
-Common random numbers: the ``v``-th visit of prompt ``i`` draws from a stream seeded by
-``(seed, i, v)``, whatever the policy and the step, so two policies differ by the order
-in which they visit prompts and the G they choose, not by luck.
-
-Reward is not modelled. The report gives ``mean log2 G`` (SAGC's utility: the group-size
-part of the advantage estimate's quality) beside the costs: a policy is only called better
-if it is cheaper at an equal or larger mean log2 G.
+The worlds' parameters, common random numbers and what is reported: docs/prompt-aware.md,
+"Prompt worlds in the simulator".
 """
 
 from __future__ import annotations

@@ -1,47 +1,11 @@
 """How fast each controller variant meets its straggler budget: a suite of length worlds.
 
-Every world is run for many seeds at each run length (16 and 64 steps by default, the
-lengths of the tiny world's training cells and of a longer run). In one seed all
-controllers and all fixed sizes see the same length pool (common random numbers, see
-``sagc.simulate.sources``), and seed s draws a fresh pool and seeds every controller with s.
+Every world is run for many seeds at each run length, with common random numbers across
+controllers within a seed, and every SAGC variant and rule-based baseline is scored on how
+soon it settles under the budget, its regret against the best static G, and its cost.
 
-Worlds (``prompts`` prompts per step; straggler risks p(G) measured at tau = 2.5):
-
-- ``binding``: stationary lengths whose budget binds between G = 4 and G = 8
-  (p(4), p(8), p(16) ~ 0.18, 0.34, 0.55 against delta = 0.3);
-- ``generous``: every G meets the budget (p(16) ~ 0.07): the right answer is the largest G;
-- ``infeasible``: even G = 4 straggles in more than half the steps (p(4) ~ 0.56): the
-  best is G = 4;
-- ``drift``: lengths triple over the run and runaways grow from none to 3% of rollouts,
-  so the feasible G falls from 16 to 4 within the run;
-- ``real``: the tail of a real DAPO run (``source: real_run``, ``RealRunLengthConfig``): even
-  G = 4 straggles in most steps;
-- ``replay:<name>``: a recorded ``lengths.jsonl`` (one per path given), resampled per seed.
-
-Controllers: the SAGC variants (``VARIANTS``) and the rule-based baselines (``RULES``:
-``aimd``, ``threshold``, ``sagc.controller.rules``), with the blocks a grid gives them.
-
-Metrics per controller (each run, then mean and 95% t-interval over seeds):
-
-- ``settle_step``: the first step after which the running straggler rate (stragglers so
-  far / steps so far) stays <= delta + 0.05 until the end; a run that ends above counts as
-  ``steps + 1`` (not settled within the run); ``settled`` is the share that did settle;
-- ``regret_rollouts``: rollouts of the best static G under the budget in hindsight minus the
-  controller's, over the run (the largest candidate G whose realised rate on this seed's
-  pool is <= delta, or the smallest candidate if none is): positive = fewer samples than the
-  best feasible static choice, negative = more (usually by overspending the budget);
-- ``violation``: max(0, straggler rate - delta) over the run;
-- ``straggler_rate``, ``second_half_rate`` (steps after the first half), ``mean_group_size``;
-- costs against the largest candidate G on the same pool: ``decode_ratio`` (decode steps:
-  each step's longest completion) and ``cost_ratio`` (``sagc.costs.step_cost``: decode steps
-  plus the trained tokens, rows x the longest completion, at ``TRAIN_TOKEN_WEIGHT``); the
-  summary adds each one's ``*_share``: the share of the ceiling's saving it reaches (the
-  ceiling: always the smallest G), a ratio of means over seeds;
-- ``utility`` (mean log2 G, SAGC's objective) and ``utility_regret``: the utility of the
-  oracle static mix minus the controller's. The oracle (row ``oracle-mix``) is the best
-  randomised mix of fixed G's whose realised straggler rate on this seed's pool meets delta
-  (a linear programme over the fixed G's rates and utilities; all on the smallest G when no
-  mix meets it); its costs are the mix's expected ones.
+The worlds, the controllers and the definition of every metric: docs/controller.md, "The
+simulator suite: worlds and metrics".
 """
 
 from __future__ import annotations

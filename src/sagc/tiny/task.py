@@ -1,51 +1,12 @@
 """A synthetic step-by-step reasoning task whose solution *behaviours* differ in length and accuracy.
 
-Each problem iterates one modular-arithmetic rule over consecutive letters::
+Each problem iterates one modular-arithmetic rule over consecutive letters; the warm start
+teaches a mixture of behaviours (plain, miscount, slip, check) rendered by
+``render_completion``, so that RL has choices of different lengths to select between and
+some rollouts straggle, as in reasoning RL.
 
-    start d:7 next=prev+4 find h
-
-and its reference solution writes one value per line, then boxes the last one::
-
-    e=7+4=1
-    f=1+4=5
-    g=5+4=9
-    h=9+4=3
-    \\boxed{3}
-
-The warm start (``warmstart.py``) teaches a *mixture* of behaviours rendered by
-``render_completion``, so that RL has choices to select between, as in reasoning RL:
-
-* **plain**: the chain above (``8 n + 5`` tokens for ``n`` steps);
-* **miscount**: the chain stops one letter early or late (always wrong): a policy error
-  RL can remove, the main source of the accuracy gain;
-* **slip**: a wrong value at one step, carried on to the end (wrong): a sloppy first pass;
-* **check**: after the first pass, one or two careful re-derivations from the start to the
-  target (a ``check`` line, the prompt line again, then the chain), boxing *their* result,
-  so a check repairs a slip or a miscount of the first pass. Each pass adds ``8 n + 13``
-  tokens: a check row is two to four times as long as a plain one, the per-rollout
-  long row that makes a step at G=16 straggle far more often than at G=4
-  (``sagc.tiny.measure`` reports it). In the data a check always pays; the tiny README has
-  how often the models' own checks do.
-
-Why this shape:
-
-* Lengths are set by the step count (a clipped log-normal with a narrow spread, so that
-  problems alone rarely make a step straggle) and by the per-rollout behaviour.
-* Every operation is written out (``e=7+4=1``), so each digit is a local lookup that a
-  ~0.4M-parameter model learns in a minute of SFT (a version that wrote only ``e=1`` stayed
-  at chance): accuracy is limited by the behaviours, not by the arithmetic, and RL that
-  removes a wrong behaviour moves accuracy by a measurable amount.
-* The first letter is random, so every letter is seen in every position; the held-out split
-  only has more steps (longer chains) than training, not unseen symbols.
-* A check restates the prompt verbatim, and every field of the prompt a re-derivation needs
-  follows a token that occurs once in it (``start`` -> letter, ``:`` -> value, ``prev`` ->
-  rule, ``find`` -> target), so restating it is a one-token lookup (an induction copy)
-  that a 2-layer model does reliably. Written ``d=7 next=...`` (the value after ``=``, which
-  every chain line also has) with no leading word, the models miscopied the start letter or
-  value in most checks, and their checks were right in 0-20% of rows: checking did not pay.
-
-The prompt is a plain string (TRL "standard" format) that ends where the completion begins;
-``sagc.answers`` judges the final ``\\boxed{}`` answer.
+The task's format, the behaviours and why the task has this shape: src/sagc/tiny/README.md,
+"The task's design".
 """
 
 from __future__ import annotations

@@ -1,26 +1,11 @@
 """Warm start: a short supervised fine-tune on a mixture of solution behaviours.
 
-Why: a randomly initialised model never answers, so RL would have no signal. A short SFT
-brings the base model to a partial accuracy with choices RL can select between. Each SFT
-target is ``task.render_completion`` of the row's problem in a behaviour drawn per example
-(``draw_behaviour``; shares in ``WarmStartParams``):
+A randomly initialised model never answers, so RL would have no signal: a short SFT brings
+the base model to a partial accuracy, with behaviours of different lengths and accuracies
+(``draw_behaviour``, shares in ``WarmStartParams``) that RL can select between. A plain,
+fully seeded PyTorch loop (a minute of CPU); the loss is on completion tokens only.
 
-* ``miscount_frac``: the chain stops one letter early or late (always wrong);
-* ``slip_frac``: one value of the first pass is off, and the error is carried on (wrong);
-* ``check_frac``: one or two careful re-derivations (another with ``check_continue``, at
-  most ``max_checks``) follow the first pass and repair its slip or miscount;
-* ``lesson_frac``: extra check examples whose loss starts after the check line, so the
-  model learns to check well without learning to start checks more often.
-
-Sampling at temperature 1 reproduces these shares approximately (natural errors add
-slips and miscounts). The wrong behaviours are what RL removes (the accuracy gain); the
-check is a per-rollout tail (12 % of rows, 60 % of them with a second pass) two to four times
-longer than a plain chain, sized to a real RL run's length tail (``sagc.lengths.REAL_RUN_TAIL``):
-a step of P x G rollouts straggles far more often at G=16 than at G=4 (``sagc.tiny.measure`` reports
-it).
-
-A plain PyTorch loop (not TRL's SFTTrainer): a minute of CPU, no Trainer machinery, fully
-seeded. The loss is on completion tokens only.
+The behaviours' shares and how they are sized: src/sagc/tiny/README.md, "The warm start".
 """
 
 from __future__ import annotations

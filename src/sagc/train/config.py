@@ -1,37 +1,12 @@
 """Schema of one training cell: what ``python -m sagc.train --config CELL.json`` accepts.
 
-The pipeline writes one JSON (or YAML) file per grid cell; ``TrainConfig.from_dict`` turns
-it into frozen, typed pydantic models and rejects anything wrong *before* a model or TRL is
-imported, with a ``ValueError`` that names the dotted key (``train.prompts_per_step must be
-a positive integer, got 0``). Unknown keys are rejected by name, so a typo never silently
-falls back to a default. The models are also the single statement of each key's type, range
-and default: the pipeline's JSON schema (``sagc.pipeline.schema``) is generated from them.
+``TrainConfig.from_dict`` turns a cell file into frozen, typed pydantic models and rejects
+anything wrong, unknown keys included, with an error naming the dotted key *before* a model
+or TRL is imported; the models are the single statement of each key's type, range and
+default (the pipeline's JSON schema is generated from them). Only light imports here, so
+validation is instant.
 
-Keys beyond the pipeline's shape (all optional, defaults below):
-
-- ``train.gradient_accumulation_steps`` (1): micro-batches per optimizer update (GPU memory);
-  ``auto`` only where the pipeline sizes it for its card.
-- ``train.lr_scheduler_type`` ("constant"): RL recipes (DAPO, most GRPO reproductions) keep
-  the learning rate constant; TRL's default "linear" would decay it to 0 over the run.
-- ``train.max_grad_norm`` (1.0), ``train.save_total_limit`` (2: the last two checkpoints,
-  so a kill during a checkpoint write still leaves a complete one).
-- ``train.shuffle`` (true): order of the prompt stream.
-- ``train.stop`` ([]): stop strings of the training generations (e.g. "\\nUser:", as the
-  evaluation tasks); a completion is cut before the first one and ended with EOS
-  (``sagc.train.rollout.trim_at_stop``).
-- ``train.generation_kwargs`` ({}): extra ``GenerationConfig`` keys for HF generation (TRL's
-  ``generation_kwargs``; e.g. ``top_k``, ``min_p``, ``sequence_bias``).
-- ``algorithm.*``: see ``sagc.train.presets`` (every key there is an override of the preset).
-- ``sizing.<block>``: the config block of the cell's policy (``sizing.sagc``: the
-  ``sagc.controller.SAGCConfig`` keys; ``seed`` is ``train.seed``); the registry
-  ``sagc.controller.registry`` maps the sizing name to its policy and block.
-
-Loading a cell also resolves it (``resolve_cell``): the algorithm preset with its overrides
-and the step layout at every G, in the ``resolved`` block (``sagc.train.resolve``), which the
-pipeline writes into every ``cell.json`` and the job reads as it is.
-
-This module imports only the standard library, pydantic and light ``sagc`` modules (no torch,
-no TRL) so that validation is instant and runs before the heavy imports.
+The optional keys and how a cell is resolved: docs/trainer.md, "The cell file".
 """
 
 import json

@@ -1,33 +1,11 @@
 """One synchronous step across several processes: what every rank must agree on.
 
-A cell may train on N processes (``accelerate launch``, one per GPU; gloo on CPU). The step
-stays *one* step of P prompts x G rollouts, as on one process:
+A cell on N processes still trains *one* step of P prompts x G rollouts: every rank picks
+the same G, holds its contiguous share of the one-process rows, and sees the gathered
+lengths, times and rewards, so the controller and the statistics see what one process
+would. With one process every function here returns its input.
 
-* **Same G on every rank.** Every rank runs an identical group sizer (same seed, same
-  state) and tells it the same, gathered lengths, so every rank picks the same G. The
-  trainer checks it each step (``agree``): a rank that disagrees stops the run at once,
-  instead of letting TRL's ``rewards.view(-1, G)`` mix groups.
-* **Prompts sharded in the one-process order.** Every rank draws the step's prompts from the
-  same seeded stream, expands them to the P x G rows in order, and keeps its contiguous
-  share (``shard``): rank r holds rows [r L, (r + 1) L), L = P G / N, the layout TRL's
-  gather-then-slice of rewards and advantages assumes. Together the ranks train on exactly
-  the rows one process would; whole groups stay on one rank when G is a multiple of L.
-* **Gathered measurements.** Lengths, truncation flags and each generate call's shape are
-  gathered in rank order (``gather_rows``), which is the rows' global order, so the
-  controller, the straggler statistic and the machine-independent costs see the step one
-  process would have seen. Process CPU time is summed over the ranks (``total``).
-* **Times of a synchronous step.** Every generation round ends when its slowest rank ends:
-  a round's times are the slowest rank's (``slowest``, taken per round) and the step's are
-  their sum over its rounds (the max of each rank's sum would hide a round in which another
-  rank was the slow one). A rank that is done waits for the others at the first collective
-  after generation; ``wait_for_all`` takes that wait where it can be timed apart.
-* **Dynamic sampling on the whole step.** A refill round's keep/drop decision is made from
-  the gathered rewards (TRL gathers them); the scored rows of every round are gathered
-  (``gather_scored``), selected and merged exactly as on one process, and each rank keeps its
-  share of the merged batch. A refill round draws a multiple of ``refill_unit`` prompts so
-  that its rows shard evenly (one prompt at a time when G is a multiple of N).
-
-With one process every function here returns its input: a 1-process run is unchanged.
+Each agreement and why it is needed: docs/cluster.md, "One step across several processes".
 """
 
 from __future__ import annotations

@@ -1,41 +1,11 @@
 """Algorithm presets (GRPO, DAPO) and the TRL ``GRPOConfig`` keyword arguments of a cell.
 
-Every value below is a default that a cell may override under ``algorithm.<key>``.
+Every preset value is a default that a cell may override under ``algorithm.<key>``; the
+step shape (``step_shapes``) is refused unless every split divides for every G the cell can
+use, because TRL would otherwise drop rows silently.
 
-GRPO (DeepSeekMath, arXiv 2402.03300):
-
-- ``loss_type="grpo"``: per-sequence mean of token losses, then mean over sequences.
-- ``epsilon=0.2`` (symmetric clip, ``epsilon_high`` = ``epsilon``).
-- ``scale_rewards="group"``: advantage = (r - mean_group) / (std_group + 1e-4).
-- ``beta=0.04``: the KL coefficient of the DeepSeekMath GRPO runs (k3 estimator against the
-  initial policy); TRL 1.16 defaults to 0.0, so the baseline must set it.
-- ``num_iterations=1``, ``minibatches=1``: one on-policy update per rollout (the paper's
-  vanilla synchronous loop); the clip only matters when these are raised.
-- no truncation masking, no dynamic sampling, no overlong punishment.
-
-DAPO (arXiv 2503.14476):
-
-- ``loss_type="dapo"``: token-level normalisation over the whole batch.
-- clip-higher: ``epsilon=0.2``, ``epsilon_high=0.28``.
-- off-policy reuse so that clip-higher acts: ``minibatches=2``: the rollout batch is split
-  in two mini-batches with one optimizer update each (as verl's ``ppo_mini_batch_size``), so
-  the second one is scored under a policy that already moved and its ratio departs from 1.
-  (The first mini-batch is on-policy; ``num_iterations>1`` adds full extra passes.)
-- ``mask_truncated_completions=True`` (overlong filtering).
-- soft overlong punishment (``trl.rewards.get_soft_overlong_punishment``) with
-  ``overlong_buffer`` = 20% of ``max_completion_length`` (DAPO: 4096 of 20480) and weight
-  ``overlong_weight=1.0``.
-- ``beta=0.0`` (no KL), ``scale_rewards="group"``.
-- dynamic sampling (``dynamic_sampling=True``): groups whose correctness rewards are all equal (accuracy
-  0 or 1) carry no gradient (DAPO's filter); they are dropped and refilled with fresh prompts, for at most
-  ``ds_max_rounds=3`` extra generation rounds per step (DAPO caps the generation batches
-  too). Implemented by ``SAGCGRPOTrainer``; TRL has no dynamic sampling.
-
-Step shape (``step_shapes``): a step holds ``P`` prompts x ``G`` rollouts (``P`` =
-``train.prompts_per_step``) or, with ``train.rollout_budget`` = B, ``P = B / G``. The
-rollout batch is split into ``minibatches x gradient_accumulation_steps`` equal micro-batches
-(TRL's ``steps_per_generation``); every split must divide for every G the cell can use,
-otherwise TRL's ``split_tensor_dict`` would silently drop rows: we refuse such a config.
+The presets' values with their sources, and the step shape: docs/trainer.md, "Algorithm
+presets and the step shape".
 """
 
 from __future__ import annotations

@@ -1,62 +1,11 @@
 """Around TRL's generation call: stop strings, the vLLM weight sync, importance sampling.
 
-**Stop strings.** The evaluation tasks stop a completion at "\\nUser:" (a base model writes
-on into an invented next turn otherwise). Training must stop the same way, or completions
-run to the length cap, the last ``\\boxed{}`` may answer an invented question, and the
-straggler statistics SAGC reacts to are inflated by an artefact. vLLM is given the stop
-strings (``SamplingParams.stop``); it ends the row at the token that completes one, but only
-its *text* is cut: the row's ``token_ids`` (what TRL trains on) still hold the stop string's
-tokens (vLLM's incremental detokenizer appends every sampled id and truncates only
-``output_text``). HF ``generate`` cannot get stop strings through TRL at all (it needs the
-tokenizer as an argument). So every row is trimmed here, after generation and before TRL
-decodes it, checks truncation and scores it (``trim_at_stop``): cut before the first stop
-string and append EOS, so TRL's truncation test (last token is EOS) and DAPO's overlong
-mask treat the row as finished, the reward sees the answer's text, and the lengths SAGC
-observes are the trimmed ones. The appended EOS was not sampled: its sampling log-prob is
-NaN, which TRL's importance sampling correction treats as "no correction" (ratio 1).
+Training must stop a completion where the evaluation does, time the weight sync apart from
+the rollout, and log what the importance-sampling correction and vLLM's KV cache did, so
+that the straggler statistics SAGC reacts to are not artefacts of the generation plumbing.
 
-**Stop tokens.** The tasks also stop at the chat end tokens (``<|im_end|>``, ``<|eot_id|>``,
-``<|endoftext|>``). Those are special tokens: decoding skips them, so no text match finds
-them. A stop that is one added token of the tokenizer (``sagc.train.stops``) ends
-generation at its id instead, like EOS: it joins TRL's ``eos_token_ids`` (HF ``generate``'s EOS list,
-the truncation test, DAPO's mask) and vLLM's ``stop_token_ids``, so the row is finished and
-its length ends at that token.
-
-**Weight sync.** With vLLM, TRL copies the policy's weights into vLLM before the first
-generation of each optimizer step, inside the generation call. ``timed_weight_sync`` does
-that copy itself (the same call TRL makes) and records its duration, so the rollout time is
-reported apart from it. On vLLM's CPU build TRL's colocated copy fails: the CPU build
-repacks linear weights after loading, the repacked parameters lose their ``weight_loader``,
-and ``load_weights`` raises. There the copy goes through vLLM's own layerwise reload
-(``reload_weights`` with the policy's weights, ``sync_weights``), which re-packs the layers
-whose weights it loads; the tied LM head loads none (its weight is the embedding's) and
-would keep the kernel packed at load, so its kernel is rebuilt from the synced weight
-(``_repack_kept_weights``). After a sync vLLM's log-probs equal the policy's
-(``tests/train/test_vllm_cpu.py``). On GPUs TRL's own copy is used.
-
-**Sleep mode** (``device.vllm_sleep_mode``, GPUs only): TRL puts the colocated engine to sleep
-after each generation (weights and KV cache freed) and wakes it before the next; the weights
-are pushed again then, which ``timed_weight_sync`` does and times, also for a DAPO refill round
-inside a step (the trainer logs the refill rounds' pushes apart). Inside its generation call
-TRL wakes the KV cache before generating and puts the engine to sleep after;
-``SleepModeTimer`` times those two calls, and the trainer takes them out of the rollout time.
-
-**Importance sampling.** ``record_importance_sampling`` logs the fraction of the
-correction's units (tokens, or rows for the sequence modes) that the mode masked (ratio set
-to 0) or truncated (ratio capped at the clip). With 4k-token completions a sequence-level
-ratio multiplies thousands of token ratios, so ``sequence_mask`` masks long rows first.
-
-**vLLM's KV cache.** When a step's rows do not fit vLLM's KV cache at once, vLLM queues or
-preempts some of them, and the rollout's time follows its total tokens rather than its
-longest row: the very cost SAGC is credited with removing. So every vLLM generation call
-logs the cache's size (``KV_CAPACITY_METRIC``, tokens) beside the call's own peak need
-(``KV_PEAK_METRIC``: ``kv_peak_tokens`` of its rows, in whole cache blocks) and whether the
-need exceeded the cache (``KV_BOUND_METRIC``, the share of the step's calls): a run shows
-whether the cache bound, step by step, and the pipeline's memory check warns before any
-job when a step at G_max would not fit (``sagc.pipeline.memory``).
-
-Metric names (TRL's own metric dict; the step row reports them under ``trl/``):
-``WEIGHT_SYNC_METRIC``, ``IS_ALTERED_METRIC``, ``STOP_TRIMMED_METRIC``, ``KV_*_METRIC``.
+Stop strings and tokens, weight sync (vLLM CPU build), sleep mode, the KV-cache metrics:
+docs/trainer.md, "Around the generation call".
 """
 
 from __future__ import annotations

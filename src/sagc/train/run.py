@@ -1,27 +1,11 @@
 """Run one training cell: ``python -m sagc.train --config CELL.json`` (JSON or YAML).
 
-Order of work, so that a bad cell fails in a second and a killed one resumes:
+The order of work makes a bad cell fail in a second (validate, then check the model and
+data) and a killed one resume from its newest complete checkpoint; ``done.json`` is written
+last and marks the cell finished. Under ``accelerate launch`` rank 0 alone touches the
+outputs, and a preempted run checkpoints and exits with ``PREEMPTED_EXIT``.
 
-1. validate the config (``TrainConfig``; vLLM requested but missing fails here);
-2. check the model is reachable (a local folder, or a hub id in the local cache when
-   ``HF_HUB_OFFLINE=1``) and load the tokenizer and the training JSONL (``sagc.train.data``);
-3. if ``<output_dir>/done.json`` exists the cell is finished: nothing to do;
-4. resume from the newest complete checkpoint under ``<output_dir>/checkpoints`` if the
-   run was interrupted; a run whose newest checkpoint is its last step had finished
-   (its ``done.json`` was removed: ``snakemake -f`` deletes a job's outputs before
-   rerunning it), so the cell trains again from scratch (``sagc.train.checkpoint``);
-5. train, save ``<output_dir>/final`` (model + tokenizer), write ``done.json`` last.
-
-Under ``accelerate launch`` (``launch.processes`` > 1) every rank runs this; rank 0 alone
-touches the output folder, W&B and done.json, the others wait for it. On SIGTERM or
-SIGUSR1 (the scheduler's warning before a time limit) the step that is running finishes,
-a checkpoint is saved and the process exits with ``PREEMPTED_EXIT``; the rerun resumes.
-No rank exits before rank 0 has completed the checkpoint (``checkpoint_complete``): on
-several nodes ``srun --kill-on-bad-exit`` ends the whole job when the first task exits 75.
-
-Outputs: ``final/``, ``checkpoints/checkpoint-<update>/`` (TRL's + ``sagc_state.json``; the
-number is TRL's optimizer step = step x updates_per_rollout), the W&B run under
-``wandb.dir`` (default ``<output_dir>/wandb``), ``wandb_run_id``, ``done.json``.
+The steps, preemption and the outputs: docs/trainer.md, "Running one cell".
 """
 
 from __future__ import annotations
