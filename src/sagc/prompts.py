@@ -1,20 +1,10 @@
 """A seeded, resumable stream of prompt indices: where every step's prompts come from.
 
-TRL's ``RepeatSampler`` bakes a fixed G (and a fixed prompts-per-batch) into the data
-loader. With a G that changes per step, a rollout budget (prompts = budget / G) and dynamic
-sampling (refill with *fresh* prompts mid-step), the number of prompts a step consumes is
-only known while the step runs, so the trainer draws them itself from this stream; the
-prompt-aware simulator draws from it too.
-
-Epoch ``e`` is a permutation of ``range(n)`` drawn from ``numpy.random.default_rng([seed,
-e])``; a draw that crosses an epoch end continues in the next permutation. The state is
-two integers, saved with every checkpoint, so a resumed run draws exactly the prompts the
-uninterrupted one would have. Every cell with the same seed sees the same prompt sequence,
-whatever its G.
-
-A group-size policy may replace this plain order with its own stream (a subclass) through
-its ``prompt_stream`` hook (``sagc.controller.GroupSizer``). The stream lives here, below
-the controller, the trainer and the prompt-aware package, because all of them name it.
+With a G that changes per step, a rollout budget and dynamic sampling, the prompts a step
+consumes are known only while it runs, so the trainer (and the prompt-aware simulator)
+draws them from this stream instead of TRL's fixed-G sampler. It sits below the controller,
+the trainer and the prompt-aware package because all of them name it. Order, state and
+resume: docs/trainer.md ("The prompt stream").
 """
 
 from __future__ import annotations

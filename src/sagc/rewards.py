@@ -1,19 +1,9 @@
 """The paper's reward functions for any task with a boxed final answer (the tiny world,
 a math set), in TRL's signature ``fn(prompts, completions, **kw)``.
 
-Both are indicators (1.0 or 0.0); the scale is the config's weight (``rewards.<name>``,
-TRL's ``reward_weights``), which the trainer applies once (default: correctness 1.0,
-format 0.1: small, so it shapes the format without outweighing correctness).
-
-* ``correctness_reward``: 1.0 when the last ``\\boxed{}`` equals the reference ``answer``
-  column (``sagc.answers.is_correct``), else 0.0.
-* ``format_reward``: ``FORMAT_REWARD`` = 1.0 for a well-formed solution: exactly one
-  ``\\boxed{...}``, non-empty, at the end of the completion (nothing but whitespace after it),
-  else 0.0.
-
-Both accept completions as strings (standard format) or as conversational message lists
-(``[{"role": "assistant", "content": ...}]``) and never raise on model output: a malformed,
-truncated or non-string completion scores 0.0.
+``correctness_reward`` and ``format_reward`` are indicators (1.0 or 0.0) that never raise on
+model output; their scale is the config's weight. What each checks and the weights:
+src/sagc/tiny/README.md ("Rewards").
 """
 
 from __future__ import annotations

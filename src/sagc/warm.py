@@ -1,26 +1,15 @@
 """A warm interpreter for a local grid's short jobs.
 
 A tiny-world job trains or evaluates for seconds and spends about as long importing torch,
-transformers, TRL and lm-eval. For a local run the workflow starts one server that imports
-them once (``serve``), and each job runs in a fork of it instead of a fresh interpreter:
+transformers, TRL and lm-eval, so a local run starts one server that imports them once
+(``serve``) and runs each job in a fork of it instead of a fresh interpreter:
 
     python -m sagc.warm -m sagc.evaluate run ...   # behaves as: python -m sagc.evaluate run ...
 
-The client hands the server the job's argv, working directory, environment and its
-stdin/stdout/stderr (as file descriptors over the Unix socket); the server forks, and the
-child applies them and runs the module as ``__main__``. The client forwards SIGINT, SIGTERM,
-SIGHUP and SIGUSR1 (the trainer's "checkpoint and stop") to the child and exits with its
-status; a child whose client dies is terminated.
-Without a server (SLURM jobs, a job started by hand, ``SAGC_WARM=0``), or when the job's
-interpreter or import-time environment differ from the server's, the client runs
-``python -m ...`` itself, in a fresh interpreter.
-
-What a child shares with its server, and a fresh interpreter would not have: the modules
-already imported (under the same import-time environment: the child refuses a job whose
-differs), the hash seed, and warnings already shown during the imports. The child reseeds
-``random`` from the OS, as a fresh interpreter does. A job computes the same bits either
-way (tests/train/test_warm_training.py trains one cell both ways). Snakemake's ``benchmark:`` files time
-the client: their wall seconds are the job's; their CPU seconds and memory are not.
+Without a server, or for a job whose interpreter or import-time environment differ from the
+server's, the client runs ``python -m ...`` itself. How a job is handed over, which signals
+are forwarded and what a fork shares: docs/architecture.md ("Shared conventions", how a job
+starts).
 """
 
 from __future__ import annotations

@@ -1,20 +1,9 @@
 """Gather every cell's run and evaluation summary, and say exactly what is missing.
 
-A cell is *complete* when (1) its W&B run exists, (2) training finished — offline: the
-cell's ``done.json`` exists (the trainer writes it last); online: the latest run's state is
-``finished`` — (3) it logged at least ``max_steps`` steps when the grid gives that bound,
-(4) every metric the efficiency table needs was logged, and (5) its evaluation summary
-exists. Anything else is recorded per cell, in words, in ``CellResult.missing``.
-
-Missing is not corrupt: a run file that does not parse, an evaluation summary that is not
-the documented JSON, or a run filed under the wrong cell raise at once (naming the file),
-whatever ``allow_partial`` says. So does a damaged run: offline, a cell whose
-``done.json`` says training finished, but whose latest run file ends inside a record or
-logged fewer steps than ``done.json`` counts, lost the end of a finished run (a killed
-run has no ``done.json``); ``DamagedRunError`` names the file, the cell and the command
-that trains the cell again. ``collect`` itself never fails on missing cells; the
-caller (``sagc.aggregate.api.aggregate``) decides between ``MissingCellsError`` and
-tables that mark the cells as missing.
+Missing is recorded per cell, in words (``CellResult.missing``); corrupt or damaged input
+raises at once, naming the file (``DamagedRunError`` for a finished run that lost its end).
+``collect`` never fails on missing cells: the caller decides. When a cell is complete, and
+what counts as damaged: docs/aggregation.md ("Complete, missing, damaged").
 """
 
 from __future__ import annotations

@@ -3,17 +3,9 @@ a development-seed run (the command).
 
     python -m sagc.aggregate.plan results/dev [--seeds 3 5 8] [--alpha 0.05]
 
-reads the finished run's ``tables/headline.csv`` (or the file itself): for each primary, its
-pooled estimate (the effect) and pooled per-seed spread (sd) on the test scale, the power
-those give at 3..10 seeds per stratum (or ``--seeds``) with the run's strata, and the YAML
-block to paste into a config's ``claims:`` (``plan`` and ``plan_provisional: false``).
-Plan on development seeds only: a plan read off the report seeds is not a plan.
-
-``dry_run_lines(config)`` is what the workflow prints when it parses a config: the family,
-each primary's planned power at the config's strata and seeds (at alpha / m, the first
-Holm step: conservative), the power at other seed counts, and what an extra seed costs in
-GPU-hours where the config states ``claims.gpu_hours_per_cell``. See
-``sagc.aggregate.power`` for the formula.
+Plan on development seeds only: a plan read off the report seeds is not a plan. What the
+command reads and prints, and what the dry run prints (``dry_run_lines``):
+docs/aggregation.md ("The pre-registered primaries", planned power); the formula: ``sagc.aggregate.power``.
 """
 
 from __future__ import annotations

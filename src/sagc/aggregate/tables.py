@@ -1,20 +1,8 @@
 """The paper's tables: training efficiency, downstream accuracy, and the headline.
 
-Each table is written as CSV (numbers: mean and std over seeds, and the 95 % interval as
-``_low``/``_high`` where one is computed, in separate columns, empty where a value is
-missing — never zero), Markdown and LaTeX (display strings). Rows are one model x
-algorithm x sizing, aggregated over seeds (see ``sagc.aggregate.stats`` for every
-definition). Every interval treats a training run (seed) as its unit
-(``sagc.aggregate.paired``): per-step quantities (straggler rates, decode steps, reward)
-show ``mean [95 % interval]`` over the seeds' own means; speed-ups against the reference
-fixed G are paired by seed; run totals (wall-clock) show ``mean ± std`` over seeds. The
-headline's claims and verdicts come from ``sagc.aggregate.verdicts``. Incomplete cells are
-never dropped: a row shows ``k/n`` seeds and a note names each missing cell and why; a row
-without any complete seed reads ``missing``.
-
-Files (in ``tables_dir``): ``efficiency.{csv,md,tex}``, ``downstream.{csv,md,tex}``,
-``headline.md`` and ``headline.csv`` (one row per claim), plus the per-seed detail
-``efficiency_cells.csv`` and ``downstream_cells.csv``.
+Each table is written as CSV (numbers), Markdown and LaTeX (display strings), one row per
+model x algorithm x sizing over seeds, with seed-level intervals; incomplete cells are never
+dropped but marked. Columns, intervals and files: docs/aggregation.md ("The tables").
 """
 
 from __future__ import annotations

@@ -1,21 +1,12 @@
 """Command line of ``python -m sagc.evaluate`` (the Snakemake evaluate/stage rules call it).
 
     python -m sagc.evaluate run --config eval.json [FLAGS]
-    python -m sagc.evaluate run (--model DIR | --model-json FILE) --tasks tiny_arith,tiny_arith_heldout \\
-        --data-dir DIR --out DIR [--backend hf|vllm] [--limit N] [--max-gen-toks N] \\
-        [--temperature T] [--top-p P] [--repeats N|TASK=N,..] [--batch-size N|auto] [--device cpu] \\
-        [--seed N] [--cell ID] [--threads N] [--apply-chat-template] \\
-        [--tensor-parallel-size N] [--gpu-memory-utilization F] [--max-model-len N] [--dtype D]
-    python -m sagc.evaluate stage --benchmarks aime24,amc23,gpqa_diamond --cache DIR \\
-        [--source-dir DIR] [--force]
+    python -m sagc.evaluate stage --benchmarks aime24,amc23,gpqa_diamond --cache DIR
     python -m sagc.evaluate tasks
 
-``run`` takes an evaluation cell (``sagc.evaluate.config.EvalConfig``: the JSON file the
-pipeline writes as ``eval.json`` next to a job's outputs), and each of its keys as a flag of
-the same name (``max_gen_toks`` is ``--max-gen-toks``; ``--tp`` is short for
-``--tensor-parallel-size``). Flags given with ``--config`` replace the file's keys. Keys left
-out take ``EvalConfig``'s defaults; generation keys left out keep the task YAML's. Errors
-exit with status 2 and a one-line message on stderr.
+``run``'s flags are the keys of an evaluation cell (``sagc.evaluate.config.EvalConfig``)
+under the same names. Every flag, and how flags, the file and defaults combine:
+docs/evaluation.md (entry point).
 """
 
 from __future__ import annotations

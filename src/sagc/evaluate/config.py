@@ -1,21 +1,10 @@
 """What one evaluation is told: ``EvalConfig``, the evaluation cell (``eval.json``).
 
-The evaluation's settings are declared here, once, as ``EvalSettings``; every other place
-takes them from this model:
-
-- a pipeline config's ``evaluate`` block *is* ``EvalSettings``, plus the pipeline's own
-  keys (``sagc.pipeline.schema.EvaluateBlock``: the world's default tasks, ``base_models``),
-  and the JSON schema Snakemake validates is generated from it;
-- the pipeline resolves each evaluation job once into an ``EvalConfig``
-  (``sagc.pipeline.cells.eval_cell_config``): the settings under their own names plus the
-  job's ``model`` (or ``model_json``), ``data_dir``, ``out`` and ``cell``; the rule passes it
-  as JSON, and ``python -m sagc.evaluate run --config eval.json`` runs it;
-- the flags of ``python -m sagc.evaluate run`` are the same keys (``--max-gen-toks`` sets
-  ``max_gen_toks``), so a cell and a command line say the same thing.
-
-Bad values raise a ``ValueError`` naming the key (``limit must be a positive integer, got
-0``) before a model or lm-eval is imported. This module imports only pydantic and
-``sagc.config_models``.
+The evaluation's settings are declared here, once, as ``EvalSettings``: the pipeline's
+``evaluate`` block, each job's ``eval.json`` and the flags of ``python -m sagc.evaluate run``
+are these keys under the same names. Bad values raise a ``ValueError`` naming the key before
+a model or lm-eval is imported (this module imports only pydantic and ``sagc.config_models``).
+How the pipeline uses it: docs/architecture.md ("One source of truth", an evaluation job).
 """
 
 from __future__ import annotations

@@ -1,21 +1,10 @@
 """Exact output length and truncation of every generation, measured on the generated tokens.
 
-The paper reports that SAGC models answer with shorter outputs, so output length is a
-first-class metric. lm-eval only returns the decoded text (cut at the first stop
-sequence), and re-tokenising that text is not exact: a sampled model need not emit the
-canonical tokenisation (a barely trained tiny model almost never does), so re-encoding
-undercounts and hides truncated generations. The HF backend therefore measures each row of
-``model.generate``'s output directly (``measure_generation``), the vLLM backend takes the
-count of generated token ids and the finish reason from vLLM's own output, and both file
-the figures under the exact string lm-eval will log for that row (``GenerationRecorder``);
-the summary looks them up from the samples. A model that does not record (a scripted one
-in tests) falls back to re-tokenisation.
-
-Definitions (one place, used by the summary):
-
-* output tokens = tokens the model generated up to and including the one that completed
-  the first stop (EOS or a stop string): the decode steps that sample cost;
-* truncated = the generation used its whole ``max_gen_toks`` budget without a stop.
+Output length is a first-class metric (the paper reports that SAGC models answer shorter),
+and re-tokenising lm-eval's decoded text undercounts it, so each backend counts the
+generated tokens themselves and files them under the string lm-eval logs for that row
+(``GenerationRecorder``). Why, and the definitions of output tokens and truncation:
+docs/evaluation.md ("The summary's fields").
 """
 
 from __future__ import annotations

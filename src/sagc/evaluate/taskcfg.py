@@ -1,21 +1,10 @@
 """The packaged lm-eval task YAMLs, and the per-run copies that point them at local data.
 
-The YAMLs in ``sagc/evaluate/tasks/`` name their data files relatively (``eval.jsonl``,
-``aime24.jsonl``). lm-eval would resolve such a path against the working directory
-(docs/library-notes.md), so every run writes its own copy of the requested YAMLs into ``OUT/tasks/`` with
-absolute ``data_files`` under ``--data-dir`` and the run's generation settings, then hands
-that folder to lm-eval as its include path. The copy doubles as the record of exactly what
-was evaluated.
-
-Evaluation never downloads: a missing data file is an error that says how to make it.
-
-What the pipeline needs to know about a task is in its YAML's ``metadata`` (lm-eval keeps
-that mapping as it is): ``sagc_world`` (``tiny`` or ``hub``: the world's default tasks are
-its YAMLs, in file-name order), and for a staged benchmark ``sagc_benchmark`` (its cache name:
-the task reads ``<name>.jsonl``), ``sagc_problems`` (the staged set's size, for the dry run's
-evaluation plan) and ``sagc_source`` (the Hub dataset, config, split, whether it is gated,
-and the normaliser of ``sagc.evaluate.normalizers`` with its options). ``task_metas`` reads
-and checks them; a YAML that lacks one is refused, naming the file and the key.
+lm-eval would resolve a YAML's relative data path against the working directory, so every
+run writes its own copy of the requested YAMLs with absolute ``data_files`` and the run's
+generation settings; the copy doubles as the record of what was evaluated. ``task_metas``
+reads and checks each YAML's ``sagc_*`` metadata. Evaluation never downloads. Details:
+docs/evaluation.md ("Task YAMLs and their per-run copies").
 """
 
 from __future__ import annotations

@@ -1,19 +1,11 @@
 """Checking a pipeline config before any job starts: the pipeline's one validation
 boundary (jobs receive already-valid cells and trust them).
 
-Two layers, both run when the Snakefile is parsed (so ``snakemake -n`` already fails):
-
-1. the JSON schema ``workflow/schemas/config.schema.yaml``, generated from the typed model
-   ``sagc.pipeline.schema.PipelineConfig`` (types, ranges, unknown keys, defaults),
-   reported as ``<file>: config key 'train.steps': ...`` rather than jsonschema's dump;
-2. what a schema cannot express: world-specific model keys, sizing names against their
-   policy's variants and each policy's hyper-parameters (``sagc.controller.registry``),
-   the launch settings (``sagc.pipeline.launch``: strategies, DeepSpeed), and every cell's
-   trainer config (``sagc.train.config``: its step split across its processes included),
-   named by cell id.
-
-Then the schema's defaults are filled in (``fill_defaults``, what Snakemake's
-``validate(set_default=True)`` would do, without a second validation pass).
+Two layers, both run when the Snakefile is parsed (so ``snakemake -n`` already fails): the
+JSON schema generated from ``sagc.pipeline.schema.PipelineConfig``, then the checks a schema
+cannot express, named by key or cell id; then the schema's defaults are filled in
+(``fill_defaults``). What each layer checks: docs/architecture.md ("One source of truth",
+validation).
 """
 
 from __future__ import annotations

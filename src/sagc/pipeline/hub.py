@@ -4,18 +4,10 @@ Nothing here downloads at training time. ``stage_train_data`` converts the RL tr
 once (it needs the network, or a copy in ``HF_HOME``, or a local file); ``resolve_model``
 only checks the local cache and fails with the command that fills it.
 
-Every job runs with the Hugging Face libraries switched offline (``sagc.pipeline.env``);
-the staging rules, the only jobs that reach the hub, run behind ``HUB_ACCESS_PREFIX``,
-which clears all three offline switches: huggingface_hub reads ``TRANSFORMERS_OFFLINE`` as
-``HF_HUB_OFFLINE`` too, so clearing only the first two leaves the hub switched off.
-
     python -m sagc.pipeline.hub train-data --dataset ORG/NAME --split train --out train.jsonl
 
-Training set (the paper's summaries do not name one): DeepScaleR-Preview
-(``agentica-org/DeepScaleR-Preview-Dataset``, ~40k competition problems from AIME, AMC,
-Omni-MATH and STILL with verified final answers; columns ``problem``, ``answer``), a
-standard set for GRPO/DAPO on math. Its prompts are rendered with the very template of
-the AIME evaluation task, so training and evaluation ask in the same words.
+The training set and why it was chosen: docs/cluster.md (setup); how the staging rules reach
+the hub while every job runs offline: docs/architecture.md ("Shared conventions").
 """
 
 from __future__ import annotations

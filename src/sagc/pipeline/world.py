@@ -1,20 +1,10 @@
 """The two worlds a pipeline config can name (``world: tiny | hub``), as objects.
 
-Where the embedded tiny world and the paper's hub world differ, the workflow and the cell
-resolution ask the config's world (``world_of(config)``) instead of testing its name:
-
-* **base models**: the tiny world builds them (``<root>/models/<model>/base``, from
-  ``models.<model>.arch``); the hub world loads ``models.<model>.hub_id`` (at its
-  ``revision``) from the local Hugging Face cache, resolved to a snapshot folder by the
-  workflow's ``resolve_hub_model`` rule (``base.json``);
-* **evaluation data**: the tiny world's own splits, or the staged benchmarks;
-* **the jobs' environment**: the tiny world pins the CPU instruction set
-  (``tiny.cpu_isa``, so every AVX2 machine builds the same world) and, on a local run,
-  forks its seconds-long jobs from one warm interpreter (``sagc.warm``);
-* **what it reports**: the tiny world measures its base models' stragglers per G; the hub
-  world prints its evaluation's size when the workflow loads.
-
-The rules that build or stage a world live in ``workflow/rules/world_<name>.smk``.
+Where the embedded tiny world and the paper's hub world differ (base models, evaluation
+data, the jobs' environment, what the world reports), the workflow and the cell resolution
+ask the config's world (``world_of(config)``) instead of testing its name; the rules that
+build or stage a world live in ``workflow/rules/world_<name>.smk``. What differs:
+docs/architecture.md ("One source of truth", the world).
 """
 
 from __future__ import annotations

@@ -1,23 +1,12 @@
 """Command line of the simulator.
 
-    python -m sagc.simulate run --config sim.yaml --out-table results/<name>/sim/ \\
-        --out-figures paper_figures/<name>/
-    python -m sagc.simulate calibrate [--config base.yaml] --out results/<name>/sim/calibration/
-    python -m sagc.simulate suite --out results/<name>/sim/suite/ [--steps 16 64] [--seeds 200] \
-        [--trace results/<name>/train/<cell>/lengths.jsonl ...]
-    python -m sagc.simulate prompt --out results/<name>/sim/prompt/ [--prompt-sigma 0.25 0.5 1.0] \
-        [--trace results/<name>/train/<cell>/lengths.jsonl ...]
+    python -m sagc.simulate run --config sim.yaml --out-table DIR --out-figures DIR
+    python -m sagc.simulate calibrate [--config base.yaml] --out DIR
+    python -m sagc.simulate suite --out DIR [--steps 16 64] [--seeds 200] [--trace FILE ...]
+    python -m sagc.simulate prompt --out DIR [--prompt-sigma 0.25 0.5 1.0] [--trace FILE ...]
 
-``run`` writes (fixed names) ``summary.csv``, ``summary.json``, ``sweep.csv`` under
-``--out-table`` and ``sim_sizing.{png,pdf}``, ``sim_sweep.{png,pdf}`` under
-``--out-figures``; the sweep uses the config's ``sweep`` grid or the default one.
-``calibrate`` writes ``calibration.json`` and ``calibrated.yaml`` (a config for ``run``).
-``prompt`` compares tail batching and ``sagc-prompt`` with fixed G and SAGC in
-prompt-heterogeneous worlds (``sagc.simulate.prompt_world``) and writes ``runs.csv``,
-``prompt.csv`` and ``prompt.md`` under ``--out``.
-``suite`` runs the controller variants over the length worlds of ``sagc.simulate.suite``
-(plus one replayed world per ``--trace``) and writes ``runs.csv``, ``suite.csv`` and
-``suite.md`` under ``--out``.
+What each command compares and the files it writes: docs/controller.md ("The simulator
+study", its command line).
 """
 
 from __future__ import annotations
@@ -139,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     cal = sub.add_parser("calibrate", help="fit the length model to the paper's headline")
     cal.add_argument("--config", default=None, help="base config (default: built-in defaults)")
     cal.add_argument("--out", required=True, help="folder for calibration.json and calibrated.yaml")
-    suite = sub.add_parser("suite", help="controller variants over a suite of length worlds (mean, 95% CI over seeds)")
+    suite = sub.add_parser("suite", help="controller variants over a suite of length worlds (mean, 95%% CI over seeds)")
     suite.add_argument("--out", required=True, help="folder for runs.csv, suite.csv and suite.md")
     suite.add_argument("--steps", type=int, nargs="+", default=[16, 64], help="run lengths (default: 16 64)")
     suite.add_argument("--seeds", type=int, default=200, help="seeds per world and run length (default: 200)")

@@ -1,20 +1,10 @@
 """The embedded offline tiny world: task, tokenizer, tiny Qwen2/Llama base models.
 
 Nothing here is downloaded: data, tokenizer and both base models are built from code and a
-seed by ``python -m sagc.tiny {data,tokenizer,base-model,measure}`` (see ``cli.py``).
-
-The rewards it is scored with are the paper's, in ``sagc.rewards``.
-
-Public API (heavy imports stay lazy so ``import sagc.tiny`` is cheap):
-
-* task: ``TaskParams``, ``generate_splits``, ``write_splits``, ``load_split``, ``SPLITS``,
-  ``Problem``, ``render_completion``, ``behaviour_of``, ``BEHAVIOURS``
-* tokenizer: ``train_tokenizer``, ``save_tokenizer``, ``load_tokenizer``
-* models: ``ModelSize``, ``build_model``, ``save_model``, ``load_model``, ``MODEL_NAMES``
-* warm start / build: ``WarmStartParams``, ``warm_start``, ``build_data``,
-  ``build_tokenizer``, ``build_base_model``
-* measurement: ``measure_group_sizes``, ``accuracy``, ``SampleParams``, ``DEFAULT_TAU``,
-  ``DEFAULT_MAX_COMPLETION_LENGTH``, ``DEFAULT_PROMPTS_PER_STEP``
+seed by ``python -m sagc.tiny {data,tokenizer,base-model,measure}`` (see ``cli.py``). The
+rewards it is scored with are the paper's, in ``sagc.rewards``. The public API is
+``_EXPORTS`` below, imported lazily so ``import sagc.tiny`` is cheap; the world itself:
+src/sagc/tiny/README.md.
 """
 
 from __future__ import annotations

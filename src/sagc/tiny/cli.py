@@ -16,8 +16,7 @@ Commands (every flag has a default; bad values exit with a message naming the fl
                 [--tau 2.0] [--prompts-per-step 2] [--temperature 1.0]
                 [--max-completion-length 160] [--split train] [--seed 0] [--threads 1]
 
-Each command writes a small JSON report (``build.json`` in the output folder, or ``--out``
-for ``measure``) and prints it.
+What each writes: src/sagc/tiny/README.md ("Pipeline steps").
 """
 
 from __future__ import annotations

@@ -1,20 +1,10 @@
 """DAPO's dynamic sampling on top of TRL's scored batches (TRL has none).
 
-A prompt group whose rollouts are all right or all wrong teaches nothing: DAPO (its eq. 11;
-verl's ``filter_groups.metric=acc``) drops a group when its accuracy is 0 or 1 and fills the
-batch with groups of fresh prompts. The filter reads the correctness reward alone
-(``FILTER_REWARD``, TRL's per-function rewards before weighting), not the weighted total: the
-format term and the overlong penalty make a group's totals differ while every answer in it
-is wrong, and such a group would be kept. ``filter_disagreement`` counts the groups the two
-criteria decide differently (logged per step). Here each generation round is a full call of TRL's
-``_generate_and_score_completions`` (so old/ref log-probs and advantages come from TRL's own
-code); ``keep_informative`` runs the rounds until P informative groups are kept, at most
-``ds_max_rounds`` refills, and the kept groups of all rounds are merged into one batch by
-``merge_scored``. If the cap is hit, the batch is completed with dropped groups, their
-advantages zeroed, to keep exactly P x G rows.
-
-Advantages are group-relative (``scale_rewards`` "group" or "none"), so a group's
-advantages do not depend on which other groups share its round: merging is exact.
+A prompt group whose rollouts are all right or all wrong teaches nothing: such groups are
+dropped (judged by the correctness reward alone) and the batch is refilled with fresh
+prompts, each round a full call of TRL's ``_generate_and_score_completions``, the kept
+groups merged into one batch of exactly P x G rows. Rules, caps and why merging is exact:
+docs/trainer.md ("Inside the trainer", dynamic sampling).
 """
 
 from __future__ import annotations

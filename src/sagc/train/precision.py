@@ -1,20 +1,10 @@
 """Weight precision under bf16: what the model is loaded as and which optimizer updates it.
 
-Why this is a choice at all: at the paper's learning rate (1e-6) an AdamW update is about
-1e-6 per weight, below half a bf16 ulp of a typical weight (|w| ~ 0.02 has an ulp of
-~1.2e-4), so with the model *stored* in bf16 most updates round away and the policy
-barely moves. Two setups avoid it (``device.master_weights``):
-
-- ``fp32``: the model is loaded in fp32 (master weights, fp32 gradients and AdamW moments)
-  and the forward/backward run under bf16 autocast (TrainingArguments ``bf16=True``).
-  Costs 16 bytes per parameter plus a bf16 weight copy; fits a 141 GB card with vLLM.
-- ``bf16_kahan``: the model is loaded in bf16 and ``CompensatedAdamW`` keeps, per weight,
-  the part of each update that bf16 could not represent (Kahan summation) and adds it to
-  the next update, so small updates accumulate instead of vanishing. fp32 moments plus a
-  bf16 compensation buffer: 14 bytes per parameter with the bf16 weights and gradients.
-
-Plain bf16 weights with a plain AdamW are deliberately not offered. The load dtype is
-``DeviceSection.weights_dtype``; ``optimizer_cls_and_kwargs`` picks the optimizer.
+At the paper's learning rate an AdamW update is below half a bf16 ulp of a typical weight,
+so weights stored in plain bf16 barely move. ``device.master_weights`` picks one of two
+setups that avoid it: ``fp32`` master weights under bf16 autocast, or bf16 weights with
+``CompensatedAdamW`` (Kahan summation). Why, and what each costs: docs/trainer.md
+("Weight precision under bf16").
 """
 
 from __future__ import annotations

@@ -1,19 +1,10 @@
 """A training cell's ``resolved`` block: every value its job derives from its settings, computed once.
 
-``sagc.train.config.resolve_cell`` fills it: the algorithm preset's overrides
-(``presets.resolve_algorithm``), a step laid out at every G the cell can use
-(``presets.step_shapes``) and, given the card the cell is sized for (a ``CardSizer``), the
-accumulation for ``train.gradient_accumulation_steps: auto`` and the memory plan. It is the
-one caller of both on the pipeline's path: the pipeline resolves every cell when it checks
-the config and writes the result into the cell's ``cell.json`` under ``resolved``, which the
-job and the trainer read as it is. A cell file without that block (one written by hand) is
-resolved when it is loaded.
-
-The stops are resolved against the model's tokenizer (``sagc.train.stops``) by a workflow
-job, since a built world's tokenizer exists only after the job that builds it; the train job
-adds them to ``resolved.stops``. ``resolved.settings`` fingerprints the settings the block
-was resolved from, so a cell file edited by hand after it was resolved is refused rather
-than trained with a stale layout.
+``sagc.train.config.resolve_cell`` fills it (the preset's overrides, the step layout at every
+G, the accumulation and the memory plan for the card a ``CardSizer`` describes); the pipeline
+writes it into each ``cell.json`` and the job reads it as it is. Who adds the stops, and the
+fingerprint that refuses a stale block: docs/architecture.md ("One source of truth", a cell
+is resolved once).
 """
 
 from __future__ import annotations
