@@ -11,12 +11,11 @@ from sagc.evaluate.runner import EvalConfig, run_evaluation
 pytest.importorskip("vllm")
 pytestmark = [pytest.mark.slow, pytest.mark.vllm]
 
-#: Short enough that some greedy rows of the fast fixture model hit the cap, long enough
-#: that others end with EOS: both finish reasons are exercised.
-MAX_GEN = 20
+#: Long enough for every greedy row of the fast fixture model to end with EOS.
+MAX_GEN = 160
 
 
-def _evaluate(backend, model_dir, data_dir, out, temperature=0.0, seed=0):
+def _evaluate(backend, model_dir, data_dir, out, temperature=0.0, seed=0, max_gen=MAX_GEN):
     cfg = EvalConfig(
         model=model_dir,
         tasks=["tiny_arith"],
@@ -28,7 +27,7 @@ def _evaluate(backend, model_dir, data_dir, out, temperature=0.0, seed=0):
         seed=seed,
         dtype="float32",
         max_model_len=512,
-        max_gen_toks=MAX_GEN,
+        max_gen_toks=max_gen,
         temperature=temperature,
     )
     summary = run_evaluation(cfg)["tasks"]["tiny_arith"]
@@ -58,8 +57,15 @@ def _small_kv_cache(monkeypatch):
 
 
 def test_vllm_matches_hf_at_temperature_zero_with_exact_lengths(tmp_path, vllm_model_dir, tiny_data_dir):
-    hf, hf_rows = _evaluate("hf", vllm_model_dir, tiny_data_dir, tmp_path / "hf")
-    vl, vl_rows = _evaluate("vllm", vllm_model_dir, tiny_data_dir, tmp_path / "vllm")
+    # A cap between the greedy rows' own lengths, so that some rows hit it and others end
+    # with EOS: both finish reasons are exercised, whatever lengths the fixture model has.
+    _, free_rows = _evaluate("hf", vllm_model_dir, tiny_data_dir, tmp_path / "free")
+    ended = sorted(r["n_tokens"] for r in free_rows if not r["truncated"])
+    between = [n for n in range(ended[0] + 1, ended[-1]) if n not in ended]  # no row ends at the cap
+    assert between, ended
+    cap = min(between, key=lambda n: abs(n - ended[len(ended) // 2]))
+    hf, hf_rows = _evaluate("hf", vllm_model_dir, tiny_data_dir, tmp_path / "hf", max_gen=cap)
+    vl, vl_rows = _evaluate("vllm", vllm_model_dir, tiny_data_dir, tmp_path / "vllm", max_gen=cap)
     assert {r["source"] for r in vl_rows} == {"generated"}  # vLLM's counts, never re-encoded text
     assert vl["accuracy"] == hf["accuracy"] and vl["accuracy_lenient"] == hf["accuracy_lenient"]
     # Greedy decoding of the same fp32 weights: the same tokens, so the same count per row
@@ -69,7 +75,7 @@ def test_vllm_matches_hf_at_temperature_zero_with_exact_lengths(tmp_path, vllm_m
         (r["doc_id"], r["n_tokens"], r["truncated"]) for r in hf_rows
     ]
     assert any(r["truncated"] for r in vl_rows) and not all(r["truncated"] for r in vl_rows)
-    assert all(r["n_tokens"] == MAX_GEN for r in vl_rows if r["truncated"])
+    assert all(r["n_tokens"] == cap for r in vl_rows if r["truncated"])
 
 
 def test_vllm_seeds_give_different_samples(tmp_path, vllm_model_dir, tiny_data_dir):

@@ -5,6 +5,8 @@ two seeds sample differently. Skipped where vLLM is not installed
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 pytest.importorskip("vllm")
@@ -113,10 +115,14 @@ def test_dapo_refill_rounds_go_through_vllm(vllm_model_dir, tiny_data_dir, tmp_p
     from sagc.train.config import TrainConfig
     from sagc.train.run import build_trainer
 
-    cfg = _cell(vllm_model_dir, tiny_data_dir, tmp_path / "dapo", algorithm="dapo", steps=2)
-    # Every reward weight zero: every group has zero variance, so dynamic sampling refills
-    # until its cap in every step: 1 + ds_max_rounds vLLM calls of P x G rows each.
-    cfg["rewards"] = {"correctness": 0.0, "format": 0.0}
+    # Answers no rollout can box (not a residue): correctness is 0 in every group, so
+    # dynamic sampling (which filters on correctness) drops every group and refills until
+    # its cap in every step: 1 + ds_max_rounds vLLM calls of P x G rows each.
+    data = tmp_path / "data"
+    data.mkdir()
+    rows = [json.loads(line) for line in (tiny_data_dir / "train.jsonl").read_text().splitlines()]
+    (data / "train.jsonl").write_text("".join(json.dumps({**r, "answer": "none"}) + "\n" for r in rows))
+    cfg = _cell(vllm_model_dir, data, tmp_path / "dapo", algorithm="dapo", steps=2)
     cfg["algorithm"].update(overlong_weight=0.0, ds_max_rounds=2)
     trainer = build_trainer(TrainConfig.from_dict(cfg))
     trainer.train()
