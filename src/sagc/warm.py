@@ -124,32 +124,40 @@ def run_warm(argv: list[str], stdio: tuple[int, int, int] = (0, 1, 2)) -> int | 
         sock.close()
         print("sagc.warm: a fresh interpreter for this job: no server is listening", file=sys.stderr, flush=True)
         return None
-    with sock:
-        request = json.dumps({"argv": list(argv), "cwd": os.getcwd(), "env": dict(os.environ),
-                              "interpreter": _interpreter()}).encode()  # fmt: skip
-        with open(os.devnull, "rb") as null:  # a job started without stdin reads /dev/null
-            fds = [fd if _is_open(fd) else null.fileno() for fd in stdio]
-            socket.send_fds(sock, [struct.pack("!Q", len(request))], fds)
-        sock.sendall(request)
-        replies = _Lines(sock)
-        first = replies.next().split(" ", 1)
-        if first[0] != "started":
-            reason = first[1] if first[0] == "refused" else "the server went away"
-            print(f"sagc.warm: a fresh interpreter for this job: {reason}", file=sys.stderr, flush=True)
-            return None
-        child = int(first[1])
-        forwarded: list[int] = []
+    forwarded: list[int] = []
+    child: list[int] = []  # the job's pid, once the server names it
 
-        def forward(signum, _frame):
-            forwarded.append(signum)
-            os.kill(child, signum)
+    def forward(signum, _frame):
+        forwarded.append(signum)
+        if child:
+            os.kill(child[0], signum)
 
-        previous = {sig: signal.signal(sig, forward) for sig in _FORWARDED}
-        try:
+    # Forwarding starts before the request: the job may run (and be signalled) before the
+    # server's "started" line reaches us; a signal that comes first is sent on with the pid.
+    previous = {sig: signal.signal(sig, forward) for sig in _FORWARDED}
+    try:
+        with sock:
+            request = json.dumps({"argv": list(argv), "cwd": os.getcwd(), "env": dict(os.environ),
+                                  "interpreter": _interpreter()}).encode()  # fmt: skip
+            with open(os.devnull, "rb") as null:  # a job started without stdin reads /dev/null
+                fds = [fd if _is_open(fd) else null.fileno() for fd in stdio]
+                socket.send_fds(sock, [struct.pack("!Q", len(request))], fds)
+            sock.sendall(request)
+            replies = _Lines(sock)
+            first = replies.next().split(" ", 1)
+            if first[0] != "started":
+                reason = first[1] if first[0] == "refused" else "the server went away"
+                print(f"sagc.warm: a fresh interpreter for this job: {reason}", file=sys.stderr, flush=True)
+                return None
+            child.append(int(first[1]))
+            for signum in list(forwarded):
+                os.kill(child[0], signum)
             last = replies.next().split()
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if forwarded and not child:  # no job took it: the signal was meant for this process
+            os.kill(os.getpid(), forwarded[-1])
     if last[:1] == ["exit"]:
         return int(last[1])
     return 128 + (forwarded[-1] if forwarded else signal.SIGKILL)  # the child died of a signal
