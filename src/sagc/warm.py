@@ -150,7 +150,7 @@ def run_warm(argv: list[str], stdio: tuple[int, int, int] = (0, 1, 2)) -> int | 
                 print(f"sagc.warm: a fresh interpreter for this job: {reason}", file=sys.stderr, flush=True)
                 return None
             child.append(int(first[1]))
-            for signum in list(forwarded):
+            for signum in list(forwarded):  # one that lands just now may go twice, never not at all
                 os.kill(child[0], signum)
             last = replies.next().split()
     finally:

@@ -23,9 +23,9 @@ from typing import Any
 
 from sagc import warm
 from sagc.pipeline.schema import LaunchBlock
-from sagc.pipeline.trainer_defaults import train_setting
+from sagc.pipeline.trainer_defaults import device_setting, train_setting
 from sagc.ports import free_port
-from sagc.train.config import DeviceSection, LaunchSection
+from sagc.train.config import LaunchSection
 
 #: The accelerate config files, one per strategy, relative to the repository.
 ACCELERATE_CONFIGS = Path("configs/accelerate")
@@ -57,7 +57,7 @@ def cell_launch(cell: Mapping[str, Any]):
 
 
 def cell_uses_cpu(cell: Mapping[str, Any]) -> bool:
-    return bool((cell.get("device") or {}).get("use_cpu", DeviceSection.default("use_cpu")))
+    return bool(device_setting(cell, "use_cpu"))
 
 
 def accelerate_config(repo: str | os.PathLike, strategy: str) -> str:
@@ -235,7 +235,7 @@ def rule_resources(config: Mapping[str, Any], base: Mapping[str, Any]) -> dict[s
     res["nodes"] = launch.nodes
     res["slurm_extra"] = " ".join(filter(None, [res.get("slurm_extra"), f"--signal=USR1@{stop_warning_s(config)}"]))
     res.setdefault("cpus_per_task", threads(config))
-    if (config.get("device") or {}).get("use_cpu", DeviceSection.default("use_cpu")):
+    if device_setting(config, "use_cpu"):
         if launch.nodes > 1:
             res["tasks"] = launch.nodes
         return res

@@ -15,11 +15,13 @@ import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from sagc.controller import grid_group_sizes
 from sagc.pipeline.schema import DeviceBlock
-from sagc.train.config import MASTER_WEIGHTS, DeviceSection, LaunchSection, TrainSection
+from sagc.pipeline.trainer_defaults import device_setting, train_setting
+from sagc.train.config import MASTER_WEIGHTS, DeviceSection, LaunchSection
 from sagc.train.presets import resolve_algorithm
 from sagc.train.resolve import MemoryPlan
 
@@ -477,15 +479,8 @@ def _algorithms(config: dict[str, Any]) -> list[Any]:
 
 def _settings(config: dict[str, Any]):
     """``(device(key), train(key))``: a checked config's device and train values, the
-    trainer's defaults where the config states none."""
-
-    def device(key: str) -> Any:
-        return config.get("device", {}).get(key, DeviceSection.default(key))
-
-    def train(key: str) -> Any:
-        return config["train"].get(key, TrainSection.default(key))
-
-    return device, train
+    trainer's defaults where the config states none (``sagc.pipeline.trainer_defaults``)."""
+    return partial(device_setting, config), partial(train_setting, config)
 
 
 def cell_kv_shortfall(config: dict[str, Any], model: str, rows: int) -> str | None:

@@ -105,9 +105,6 @@ METRICS = ("settle_step", "settled", "regret_rollouts", "violation", "straggler_
            "cost_ratio")  # fmt: skip
 #: The cost ratios whose share of the ceiling's saving the summary adds (``<ratio>_share``).
 SAVINGS = ("decode_ratio", "cost_ratio")
-#: The metrics an oracle mix has (it has no step sequence).
-ORACLE_METRICS = ("straggler_rate", "violation", "mean_group_size", "utility", "utility_regret",
-                  "decode_ratio", "cost_ratio")  # fmt: skip
 
 
 @dataclass(frozen=True)
