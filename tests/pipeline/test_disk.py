@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sagc.pipeline import disk
+from sagc.pipeline import disk, wandb_sync
 from sagc.pipeline.config import prepare
 from sagc.pipeline.grid import Grid
 from tests.pipeline.test_dryrun import snakemake
@@ -267,7 +267,7 @@ def test_every_dry_run_prints_the_line_and_warns_only_when_short(tmp_path):
     peak = sum(8 * 3 * n * 12 for n in PUBLISHED.values())
     short = shutil.disk_usage(tmp_path).free < peak
     assert len(_warned(out, disk.DiskSpaceWarning)) == short, out
-    assert not _warned(out, disk.WandbModeWarning), "the paper config logs offline"
+    assert not _warned(out, wandb_sync.WandbModeWarning), "the paper config logs offline"
 
 
 def test_online_wandb_on_the_slurm_profile_prints_the_offline_advice(tmp_path):
@@ -284,15 +284,15 @@ def test_online_wandb_on_the_slurm_profile_prints_the_offline_advice(tmp_path):
         str(overlay),
     )
     assert rc == 0, out
-    (advice,) = _warned(out, disk.WandbModeWarning)
+    (advice,) = _warned(out, wandb_sync.WandbModeWarning)
     assert "config key 'wandb.mode' is online" in advice and "set wandb.mode: offline" in advice
     assert advice.endswith("wandb sync -p sagc-repro results/paper/train/*/*/*/seed*/wandb/wandb/offline-run-*")
     # A local tiny run with online W&B gets no advice, unless it runs inside a SLURM job.
     config = config_of("default.yaml")
     config["wandb"]["mode"] = "online"
     grid = Grid.from_config(config)
-    assert disk.wandb_advice(config, grid, env={}) is None
-    assert disk.wandb_advice(config, grid, env={"SLURM_JOB_ID": "1"}).startswith("config key 'wandb.mode'")
+    assert wandb_sync.wandb_advice(config, grid, env={}) is None
+    assert wandb_sync.wandb_advice(config, grid, env={"SLURM_JOB_ID": "1"}).startswith("config key 'wandb.mode'")
 
 
 def test_the_sync_glob_finds_a_cells_real_offline_run(tmp_path, monkeypatch):
@@ -325,9 +325,9 @@ def test_the_sync_glob_finds_a_cells_real_offline_run(tmp_path, monkeypatch):
     )
     logger.log({"reward": 1.0}, step=1)
     logger.finish()
-    found = glob.glob(disk.offline_runs_glob(grid))
+    found = glob.glob(wandb_sync.offline_runs_glob(grid))
     assert len(found) == 1 and found[0].startswith(grid.train_dir(cell) + "/"), found
-    command = disk.sync_command(config, grid)
+    command = wandb_sync.sync_command(config, grid)
     assert command in (REPO / "configs/paper.yaml").read_text()  # the config's comment says the same
     argv = [sys.executable, "-m", "wandb", *command.split()[1:-1], "--dry-run", *found]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)

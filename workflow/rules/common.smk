@@ -13,14 +13,14 @@ from sagc.aggregate.outputs import (
 )
 from sagc import warm
 from sagc.aggregate import plan
-from sagc.pipeline import Grid, disk, launch, preview
+from sagc.pipeline import Grid, disk, launch, preview, wandb_sync
 from sagc.pipeline.cells import (
     aggregate_grid,
     cli_flags,
     eval_cell_config,
     measure_prompts,
     straggler_tau,
-    train_cell_config,
+    resolved_cell,
 )
 from sagc.pipeline.config import prepare
 from sagc.pipeline.env import configure_job_environment
@@ -57,7 +57,7 @@ print("\n".join(plan.dry_run_lines(config)), file=sys.stderr)
 # What the training cells write (a DiskSpaceWarning when the results' filesystem lacks it)
 # and, when cluster jobs would log to W&B online, how to log offline and upload afterwards.
 print(disk.check_disk(config, GRID), file=sys.stderr)
-disk.check_wandb(config, GRID)
+wandb_sync.check_wandb(config, GRID)
 
 configure_job_environment(
     workflow.basedir,

@@ -49,7 +49,7 @@ rule train:
         # The cell resolved (sagc.train.resolve; its stops are added from input.stops).
         # Canonical JSON: Snakemake reruns a cell whose params changed, and a dict's
         # key order (which follows the YAML file) must not count as a change.
-        cell=lambda wc: json.dumps(train_cell_config(config, GRID, cell_of(wc)), sort_keys=True),
+        cell=lambda wc: json.dumps(resolved_cell(config, cell_of(wc))[0], sort_keys=True),
     # The cell's processes on one node, each with train.torch_threads threads.
     threads: launch.threads(config)
     resources:

@@ -184,6 +184,8 @@ class Sizing:
         """The typed config of the block (``ValueError`` when invalid); ``seed`` overrides it.
         A fixed G's block is an ``SAGCConfig`` of which only the measurement keys count."""
         cls = self.config_class
+        if isinstance(block, cls) and seed is None:
+            return block
         if hasattr(block, "to_dict"):  # a typed config (e.g. the simulator's SAGCConfig)
             block = block.to_dict()
         d = dict(block or {})

@@ -4,7 +4,9 @@ config, so Snakemake's params trigger reruns exactly the cells whose inputs chan
 
 from __future__ import annotations
 
+import json
 import shlex
+from functools import lru_cache
 from typing import Any
 
 from sagc.aggregate.grid import ResultGrid
@@ -13,7 +15,7 @@ from sagc.evaluate.config import EvalConfig
 from sagc.pipeline.evaluation import EVAL_PIPELINE_KEYS, eval_settings
 from sagc.pipeline.grid import Cell, Grid
 from sagc.pipeline.launch import pipeline_launch
-from sagc.pipeline.memory import card_fit, vllm_share
+from sagc.pipeline.memory import auto_accumulation, memory_plan, vllm_share
 from sagc.pipeline.world import world_of
 from sagc.train.config import DeviceSection, TrainConfig
 
@@ -47,21 +49,51 @@ def measure_prompts(config: dict[str, Any]) -> int:
 def train_cell_config(config: dict[str, Any], grid: Grid, cell: Cell) -> dict[str, Any]:
     """One training cell's ``cell.json``: its settings as the config states them (an unstated
     key keeps the trainer's default, so adding a trainer key changes no cell), resolved once
-    (``sagc.train.resolve``: the algorithm preset, the step layout, the accumulation and the
-    memory plan for the config's card, in ``resolved``). ``ValueError`` names what is wrong."""
+    (``sagc.train.resolve``: the algorithm preset and the step layout, in ``resolved``), with
+    the capacity plan's numbers: ``gradient_accumulation_steps: auto`` replaced by what fits
+    the config's card, and the memory plan (``sagc.pipeline.memory``). ``ValueError`` names
+    what is wrong."""
     settings = cell_settings(config, grid, cell)
-    cfg = TrainConfig.from_dict(settings, check_vllm=False, fit=card_fit(config, cell.model))
-    if settings["train"].get("gradient_accumulation_steps") == "auto":  # the numbers the card fit chose
-        settings["train"].update(
-            gradient_accumulation_steps=cfg.train.gradient_accumulation_steps,
-            micro_batch_rows=cfg.train.micro_batch_rows,
-        )
-    return {**settings, "resolved": cfg.resolved.model_dump()}
+    if settings["train"].get("gradient_accumulation_steps") == "auto":
+        settings["train"].update(auto_accumulation(config, cell.model, settings))
+    resolved = TrainConfig.from_dict(settings, check_vllm=False).resolved
+    plan = memory_plan(config, cell.model, resolved)
+    return {**settings, "resolved": {**resolved.model_dump(), "memory": plan and plan.model_dump()}}
 
 
-def train_cell(config: dict[str, Any], grid: Grid, cell: Cell):
+def resolved_cells(config: dict[str, Any]) -> dict[Cell, tuple[dict[str, Any], TrainConfig] | ValueError]:
+    """Every training cell of a checked config as ``(cell.json, TrainConfig)``, or the
+    ``ValueError`` that refuses it. Memoised on the config's content: each cell is resolved
+    once per parse, and the config check, the disk check, the dry run's lines and the train
+    rule's params all read this (treat what it returns as read-only)."""
+    return _resolved(json.dumps(config, sort_keys=True))
+
+
+@lru_cache(maxsize=4)
+def _resolved(config_json: str) -> dict[Cell, tuple[dict[str, Any], TrainConfig] | ValueError]:
+    config = json.loads(config_json)
+    grid = Grid.from_config(config)
+    cells: dict[Cell, tuple[dict[str, Any], TrainConfig] | ValueError] = {}
+    for cell in grid.cells():
+        try:
+            file = train_cell_config(config, grid, cell)
+            cells[cell] = (file, TrainConfig.from_dict(file, check_vllm=False))
+        except ValueError as err:
+            cells[cell] = err
+    return cells
+
+
+def resolved_cell(config: dict[str, Any], cell: Cell) -> tuple[dict[str, Any], TrainConfig]:
+    """``resolved_cells(config)[cell]``; ``ValueError`` when the cell is refused."""
+    entry = resolved_cells(config)[cell]
+    if isinstance(entry, ValueError):
+        raise ValueError(str(entry))
+    return entry
+
+
+def train_cell(config: dict[str, Any], grid: Grid, cell: Cell) -> TrainConfig:
     """The ``TrainConfig`` of a training cell's ``cell.json``, as the job loads it."""
-    return TrainConfig.from_dict(train_cell_config(config, grid, cell), check_vllm=False)
+    return resolved_cell(config, cell)[1]
 
 
 def cell_settings(config: dict[str, Any], grid: Grid, cell: Cell) -> dict[str, Any]:

@@ -19,9 +19,9 @@ import yaml
 
 from sagc.controller import POLICIES, Sizing, parse_sizing
 from sagc.evaluate.taskcfg import task_metas
-from sagc.pipeline.cells import train_cell
+from sagc.pipeline.cells import resolved_cells
 from sagc.pipeline.evaluation import eval_settings
-from sagc.pipeline.grid import Grid, check_name
+from sagc.pipeline.grid import check_name
 from sagc.pipeline.launch import config_problems
 from sagc.pipeline.memory import cell_kv_shortfall
 from sagc.pipeline.world import world_of
@@ -213,19 +213,17 @@ def check_explicit_device(config: dict[str, Any], source: str) -> None:
 
 
 def check_cells(config: dict[str, Any], source: str) -> None:
-    """Every training cell resolves (``sagc.pipeline.cells.train_cell``: the trainer's own
+    """Every training cell resolves (``sagc.pipeline.cells.resolved_cells``: the trainer's own
     validation of the algorithm overrides, rewards and device keys the schema passes through,
     the step layout, the memory plan on the config's card); a KV cache too small for a
     step at G_max is warned about. vLLM's presence is checked by the job itself, so a GPU
     config still dry-runs on a laptop."""
-    grid = Grid.from_config(config)
     problems, shortfalls = {}, {}
-    for cell in grid.cells():
-        try:
-            cfg = train_cell(config, grid, cell)
-        except ValueError as err:
-            problems.setdefault(str(err), []).append(cell.id)
+    for cell, entry in resolved_cells(config).items():
+        if isinstance(entry, ValueError):
+            problems.setdefault(str(entry), []).append(cell.id)
             continue
+        cfg = entry[1]
         # each process's engine generates its share of the largest step in one pass
         rows = cfg.resolved.layout.max_rollouts // cfg.launch.processes
         short = cell_kv_shortfall(config, cell.model, rows)

@@ -1,9 +1,6 @@
-"""What a grid's training cells need on disk and, on a cluster, what W&B needs: checked
-when the workflow loads (a dry run prints it too), before any job.
-
-A cell's checkpoints, kept and peak, are sized from the model's parameter count so that a
-grid that would fill the disk is known before it starts; ``wandb_advice`` says how to log
-offline where compute nodes have no network.
+"""What a grid's training cells need on disk: checked when the workflow loads (a dry run
+prints it too), before any job. A cell's checkpoints, kept and peak, are sized from the
+model's parameter count so that a grid that would fill the disk is known before it starts.
 
 What a cell writes, the checkpoint peak, where parameter counts come from: docs/cluster.md,
 "Disk plan of a training cell".
@@ -33,18 +30,12 @@ WEIGHT_BYTES = {"float32": 4, "bfloat16": 2}
 #: compensation buffer in the weights' dtype.
 OPTIMIZER_BYTES = {"float32": 8, "bfloat16": 8 + 2}
 #: Where a cell's offline W&B runs lie, under its folder: the cell's ``WANDB_DIR``
-#: (``<cell>/wandb``, ``sagc.pipeline.cells``) holds wandb's own ``wandb/`` folder.
-OFFLINE_RUNS = "wandb/wandb/offline-run-*"
 #: The strategies whose checkpoints are the Trainer's own files (sharded or not, same bytes).
 MODELLED_STRATEGIES = ("ddp", "fsdp2")
 
 
 class DiskSpaceWarning(UserWarning):
     """The results' filesystem has less free space than the training cells still write."""
-
-
-class WandbModeWarning(UserWarning):
-    """Cluster jobs are set to log to W&B online, which needs network on the compute nodes."""
 
 
 @dataclass(frozen=True)
@@ -297,42 +288,3 @@ def check_disk(config: dict[str, Any], grid: Grid, free_bytes: Callable[[Path], 
         # (its globals' __name__ is None)
         warnings.warn(rep.warning(), DiskSpaceWarning, stacklevel=1)
     return rep.line()
-
-
-# -- W&B on compute nodes -------------------------------------------------------------------
-
-
-def offline_runs_glob(grid: Grid) -> str:
-    """A shell glob of every offline W&B run folder of the grid's training cells."""
-    return f"{grid.train_dir(Cell('*', '*', '*', '*'))}/{OFFLINE_RUNS}"  # type: ignore[arg-type]
-
-
-def sync_command(config: dict[str, Any], grid: Grid) -> str:
-    """The command that uploads the grid's offline runs (from a machine with network)."""
-    wb = config.get("wandb", {})
-    flags = f"-p {wb['project']} " if wb.get("project") else ""
-    flags += f"-e {wb['entity']} " if wb.get("entity") else ""
-    return f"wandb sync {flags}{offline_runs_glob(grid)}"
-
-
-def wandb_advice(config: dict[str, Any], grid: Grid, env: Mapping[str, str] = os.environ) -> str | None:
-    """Why ``wandb.mode: online`` is risky on a cluster's compute nodes, and what to run
-    instead: for the hub world (the cluster path) and inside a SLURM job; None otherwise.
-    The executor is not known yet when the workflow loads, so the world stands for it."""
-    if config.get("wandb", {}).get("mode") != "online":
-        return None
-    if config["world"] != "hub" and "SLURM_JOB_ID" not in env:
-        return None
-    return (
-        "config key 'wandb.mode' is online: a training job on a compute node without network fails "
-        "when it starts its W&B run. On such a cluster set wandb.mode: offline (and wandb.source: "
-        "offline, so the aggregation reads the run files), then upload the runs from a machine with "
-        f"network: {sync_command(config, grid)}"
-    )
-
-
-def check_wandb(config: dict[str, Any], grid: Grid, env: Mapping[str, str] = os.environ) -> None:
-    """``wandb_advice`` as a ``WandbModeWarning``, when there is advice to give."""
-    advice = wandb_advice(config, grid, env)
-    if advice:
-        warnings.warn(advice, WandbModeWarning, stacklevel=1)  # here, as in check_disk

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -21,9 +20,9 @@ from typing import Any
 from sagc.controller import grid_group_sizes
 from sagc.pipeline.schema import DeviceBlock
 from sagc.pipeline.trainer_defaults import device_setting, train_setting
-from sagc.train.config import MASTER_WEIGHTS, DeviceSection, LaunchSection
-from sagc.train.presets import resolve_algorithm
-from sagc.train.resolve import MemoryPlan
+from sagc.train.config import MASTER_WEIGHTS, AlgorithmSection, DeviceSection, LaunchSection, TrainSection
+from sagc.train.presets import StepShapes, resolve_algorithm, step_shapes
+from sagc.train.resolve import MemoryPlan, ResolvedCell
 
 GIB = 1024**3
 #: Multiplier on the activation estimates (loss pass and scoring) for what they leave out.
@@ -499,14 +498,37 @@ def cell_kv_shortfall(config: dict[str, Any], model: str, rows: int) -> str | No
     )
 
 
-def auto_accumulation(config: dict[str, Any], model: str, algo: Any, layout_at: Callable[[int], Any]) -> int:
-    """The smallest ``gradient_accumulation_steps`` (largest micro-batch) whose micro-batch
-    fits the card and whose step ``layout_at(accumulation)`` can be laid out (its split
-    divides; each GPU holds one process's micro-batch: its share of the step, split further)."""
-    train = config["train"]
+def auto_accumulation(config: dict[str, Any], model: str, settings: dict[str, Any]) -> dict[str, int]:
+    """``train.gradient_accumulation_steps: auto`` of a cell's ``settings``, as the numbers the
+    cell then states: the smallest accumulation whose micro-batch at the grid's smallest G fits
+    the card (and whose step splits), and that micro-batch as the rows of a loss pass (unless
+    ``train.micro_batch_rows`` is set). Every cell of a model and algorithm so trains in passes
+    of the same size whatever its G: sized at a SAGC cell's own largest G, its G = 4 steps
+    would train in passes a quarter of the g4 cell's (docs/cluster.md, "GPU memory plan")."""
+    if card_gib(config) is None:
+        raise ValueError(
+            "train.gradient_accumulation_steps=auto needs device.gpu_memory_gib (and "
+            "device.use_cpu=false): the pipeline sizes the micro-batch for that card "
+            "(sagc.pipeline.memory); a cell run by hand states a number"
+        )
+    train = TrainSection.from_dict(settings["train"])
+    algo = resolve_algorithm(AlgorithmSection.from_dict(settings["algorithm"]), train.max_completion_length)
+    smallest = min(grid_group_sizes(config))
+    processes = LaunchSection.from_dict(settings.get("launch")).processes
+
+    def layout_at(ga: int) -> StepShapes:
+        return step_shapes(
+            algo,
+            (smallest,),
+            prompts_per_step=train.prompts_per_step,
+            rollout_budget=train.rollout_budget,
+            gradient_accumulation_steps=ga,
+            processes=processes,
+        )
+
     last = None
     first_split_error = None
-    max_rollouts = train.get("rollout_budget") or train["prompts_per_step"] * max(grid_group_sizes(config))
+    max_rollouts = train.rollout_budget or train.prompts_per_step * max(grid_group_sizes(config))
     for ga in range(1, max_rollouts + 1):
         try:
             shapes = layout_at(ga)
@@ -515,7 +537,8 @@ def auto_accumulation(config: dict[str, Any], model: str, algo: Any, layout_at: 
             continue
         last = cell_estimate(config, model, algo, shapes.max_micro_batch)
         if last.fits:
-            return ga
+            rows = shapes.shapes[smallest].micro_batch if train.micro_batch_rows is None else train.micro_batch_rows
+            return {"gradient_accumulation_steps": ga, "micro_batch_rows": rows}
     if last is None:
         raise first_split_error  # no accumulation splits the step: the split's own message (G, counts)
     raise ValueError(
@@ -525,53 +548,28 @@ def auto_accumulation(config: dict[str, Any], model: str, algo: Any, layout_at: 
     )
 
 
-@dataclass(frozen=True)
-class CardFit:
-    """The card of a pipeline config's ``model`` cells, as a cell's resolution asks it (a
-    ``sagc.train.resolve.CardSizer``): the automatic accumulation, and each cell's memory plan."""
-
-    config: dict[str, Any]
-    model: str
-
-    def accumulation(self, algo: Any, layout: Callable[..., Any]) -> tuple[int, int]:
-        """``train.gradient_accumulation_steps: auto``: ``(accumulation, rows per loss pass)``,
-        the same for every cell of a model and algorithm, so that every cell trains in passes
-        of the same size whatever its G. The pass is the largest micro-batch of a step at the
-        grid's smallest G that fits the card (one process's share of the step when the cell
-        has several); a step at a larger G has micro-batches that many times larger, which the
-        trainer runs as passes of that size (``train.micro_batch_rows``), its scoring passes
-        too. Sized at the cell's own largest G instead, a SAGC cell would train its G = 4
-        steps in passes a quarter of the g4 cell's."""
-        smallest = min(grid_group_sizes(self.config))
-        ga = auto_accumulation(self.config, self.model, algo, lambda ga: layout(ga, (smallest,)))
-        return ga, layout(ga, (smallest,)).shapes[smallest].micro_batch
-
-    def plan(self, algo: Any, layout: Any):
-        """The cell's memory plan: a pass of its micro-batch (at most ``micro_batch_rows``
-        rows, the loss pass's and a scoring chunk's) must fit the card in every phase by the
-        estimate, or the cell is refused before any job (a first-step out-of-memory, caught
-        when the config is read)."""
-        cap = layout.micro_batch_rows  # the trainer runs a larger micro-batch as passes of this many rows
-        rows = layout.max_micro_batch if cap is None else min(cap, layout.max_micro_batch)
-        est = cell_estimate(self.config, self.model, algo, rows)
-        if not est.fits:
-            raise ValueError(
-                f"train.gradient_accumulation_steps={layout.gradient_accumulation_steps}, train.micro_batch_rows="
-                f"{cap} do not fit device.gpu_memory_gib: {est.describe()}; lower micro_batch_rows, raise the "
-                "accumulation or set it to auto"
-            )
-        return MemoryPlan(
-            card_gib=est.card_bytes / GIB,
-            rows_per_pass=rows,
-            tokens_per_row=est.tokens_per_row,
-            loss_pass_gib=round(est.total / GIB, 2),
-            generating_gib=round(est.generating / GIB, 2),
-            scoring_gib=round(est.scoring / GIB, 2),
-            vllm_share=vllm_share(self.config, self.model) if est.vllm_share else 0.0,
+def memory_plan(config: dict[str, Any], model: str, resolved: ResolvedCell) -> MemoryPlan | None:
+    """A resolved cell's memory plan on the config's card (None without one): a pass of its
+    micro-batch (at most ``micro_batch_rows`` rows, the loss pass's and a scoring chunk's) must
+    fit the card in every phase by the estimate, or the cell is refused before any job."""
+    if card_gib(config) is None:
+        return None
+    layout = resolved.layout
+    cap = layout.micro_batch_rows  # the trainer runs a larger micro-batch as passes of this many rows
+    rows = layout.max_micro_batch if cap is None else min(cap, layout.max_micro_batch)
+    est = cell_estimate(config, model, resolved.algorithm, rows)
+    if not est.fits:
+        raise ValueError(
+            f"train.gradient_accumulation_steps={layout.gradient_accumulation_steps}, train.micro_batch_rows="
+            f"{cap} do not fit device.gpu_memory_gib: {est.describe()}; lower micro_batch_rows, raise the "
+            "accumulation or set it to auto"
         )
-
-
-def card_fit(config: dict[str, Any], model: str) -> CardFit | None:
-    """The card ``model``'s cells are sized for, or None without one (CPU, or no
-    ``device.gpu_memory_gib``)."""
-    return CardFit(config, model) if card_gib(config) is not None else None
+    return MemoryPlan(
+        card_gib=est.card_bytes / GIB,
+        rows_per_pass=rows,
+        tokens_per_row=est.tokens_per_row,
+        loss_pass_gib=round(est.total / GIB, 2),
+        generating_gib=round(est.generating / GIB, 2),
+        scoring_gib=round(est.scoring / GIB, 2),
+        vllm_share=vllm_share(config, model) if est.vllm_share else 0.0,
+    )

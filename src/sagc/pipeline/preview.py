@@ -10,7 +10,7 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
-from sagc.pipeline.cells import train_cell_config
+from sagc.pipeline.cells import resolved_cell
 from sagc.pipeline.launch import (
     CELL_FILE,
     STOP_KEYS,
@@ -34,7 +34,7 @@ def train_lines(config: Mapping[str, Any], grid: Any, *, repo: str | os.PathLike
     lines = []
     for model in grid.models:
         cell_id = next(c for c in grid.cells() if c.model == model)
-        cell = train_cell_config(config, grid, cell_id)
+        cell = resolved_cell(config, cell_id)[0]
         launch = cell_launch(cell)
         if launch.processes == 1:
             continue
@@ -63,7 +63,7 @@ def memory_lines(config: dict[str, Any], grid: Any) -> list[str]:
         if (cell.model, cell.algorithm) in seen:
             continue
         seen.add((cell.model, cell.algorithm))
-        plan = train_cell_config(config, grid, cell)["resolved"]["memory"]
+        plan = resolved_cell(config, cell)[0]["resolved"]["memory"]
         source = margins(config, cell.model).source
         lines.append(
             f"memory: {cell.model} {cell.algorithm}, {plan['rows_per_pass']} rows x "

@@ -15,12 +15,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from sagc.config_models import Expect, Flag, Integer, NonNegativeInt, Number, OneOf, PositiveInt, Section, Text
 from sagc.controller import Sizing, parse_sizing
 from sagc.train.presets import resolve_algorithm, step_shapes
-from sagc.train.resolve import CardSizer, ResolvedCell, settings_fingerprint
+from sagc.train.resolve import ResolvedCell, settings_fingerprint
 from sagc.train.rewards import REWARD_NAMES
 from sagc.vllm_support import require_vllm, vllm_cpu_build_installed, vllm_installed  # noqa: F401 (the trainer's and tests' import path)
 
@@ -174,6 +174,7 @@ class SizingSection(Section):
     section_key: ClassVar[str] = "sizing"
     name: str = "sagc"
     params: dict = Field(default_factory=dict)
+    _policy: Any = PrivateAttr(None)
 
     @model_validator(mode="before")
     @classmethod
@@ -197,11 +198,16 @@ class SizingSection(Section):
             raise ValueError(f"sizing.{block} must be a mapping of {sizing.config_class.__name__} keys, got {params!r}")
         if "seed" in params:
             raise ValueError(f"sizing.{block}.seed is not allowed: the controller is seeded with train.seed")
-        try:
-            sizing.config(params)
-        except (ValueError, TypeError) as e:
-            raise ValueError(f"sizing.{block} is invalid: {e}") from None
         return {"name": name, "params": dict(params)}
+
+    @model_validator(mode="after")
+    def _check_params(self) -> "SizingSection":
+        """``params`` checked by the policy's own config class, built once and kept."""
+        try:
+            self._policy = self.parsed.config(self.params)
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"sizing.{self.parsed.block} is invalid: {e}") from None
+        return self
 
     @property
     def parsed(self) -> Sizing:
@@ -217,7 +223,7 @@ class SizingSection(Section):
 
     def group_sizes(self) -> tuple[int, ...]:
         """Every G this cell can use (sorted): the candidates for SAGC, the one G otherwise."""
-        return self.parsed.group_sizes(self.params)
+        return self.parsed.group_sizes(self._policy)
 
     def to_dict(self) -> dict:
         """The cell-file form: ``{"name": ..., "<block>": {...}}``."""
@@ -382,15 +388,14 @@ class TrainConfig(Section):
     )
 
     @classmethod
-    def from_dict(cls, d: Any, check_vllm: bool = True, fit: CardSizer | None = None) -> "TrainConfig":
-        """The checked cell, resolved (its own ``resolved`` block, or resolved now with the
-        pipeline's card ``fit``, when the pipeline gives one)."""
+    def from_dict(cls, d: Any, check_vllm: bool = True) -> "TrainConfig":
+        """The checked cell, resolved (its own ``resolved`` block, or resolved now)."""
         if not isinstance(d, Mapping):
             raise ValueError(f"a cell config must be a mapping, got {type(d).__name__}")
         d = {k: v for k, v in d.items() if not (v is None and k in _OPTIONAL_SECTIONS)}
         cfg = super().from_dict(d)
         if cfg.resolved is None:
-            cfg = resolve_cell(cfg, fit)
+            cfg = resolve_cell(cfg)
         elif cfg.resolved.settings != settings_fingerprint(cfg.to_dict()):
             raise ValueError(
                 "resolved was resolved from other settings than the cell states (a cell file edited "
@@ -473,48 +478,28 @@ class TrainConfig(Section):
         return {**self.model_dump(), "sizing": self.sizing.to_dict()}
 
 
-def resolve_cell(cfg: TrainConfig, fit: CardSizer | None = None) -> TrainConfig:
-    """``cfg`` with its ``resolved`` block (``sagc.train.resolve``), and
-    ``train.gradient_accumulation_steps: auto`` (and an unset ``train.micro_batch_rows`` with
-    it) replaced by the numbers ``fit`` chose."""
+def resolve_cell(cfg: TrainConfig) -> TrainConfig:
+    """``cfg`` with its ``resolved`` block (``sagc.train.resolve``): the preset's overrides and
+    the step layout at every G. The memory plan is the pipeline's to add (it knows the card)."""
     t = cfg.train
-    algo = resolve_algorithm(cfg.algorithm, t.max_completion_length)
-
-    def layout(ga: int, group_sizes: tuple[int, ...] = cfg.sizing.group_sizes(), rows: int | None = None):
-        return step_shapes(
-            algo,
-            group_sizes,
-            prompts_per_step=t.prompts_per_step,
-            rollout_budget=t.rollout_budget,
-            gradient_accumulation_steps=ga,
-            processes=cfg.launch.processes,
-            micro_batch_rows=rows,
+    if t.gradient_accumulation_steps == "auto":
+        raise ValueError(
+            "train.gradient_accumulation_steps=auto needs device.gpu_memory_gib (and "
+            "device.use_cpu=false): the pipeline sizes the micro-batch for that card "
+            "(sagc.pipeline.memory); a cell run by hand states a number"
         )
-
-    ga, rows = t.gradient_accumulation_steps, t.micro_batch_rows
-    if ga == "auto":
-        if fit is None:
-            raise ValueError(
-                "train.gradient_accumulation_steps=auto needs device.gpu_memory_gib (and "
-                "device.use_cpu=false): the pipeline sizes the micro-batch for that card "
-                "(sagc.pipeline.memory); a cell run by hand states a number"
-            )
-        ga, auto_rows = fit.accumulation(algo, layout)
-        rows = auto_rows if rows is None else rows
-    shapes = layout(ga, rows=rows)
-    resolved = cfg.model_copy(
-        update={"train": t.model_copy(update={"gradient_accumulation_steps": ga, "micro_batch_rows": rows})}
+    algo = resolve_algorithm(cfg.algorithm, t.max_completion_length)
+    shapes = step_shapes(
+        algo,
+        cfg.sizing.group_sizes(),
+        prompts_per_step=t.prompts_per_step,
+        rollout_budget=t.rollout_budget,
+        gradient_accumulation_steps=t.gradient_accumulation_steps,
+        processes=cfg.launch.processes,
+        micro_batch_rows=t.micro_batch_rows,
     )
-    return resolved.model_copy(
-        update={
-            "resolved": ResolvedCell(
-                settings=settings_fingerprint(resolved.to_dict()),
-                algorithm=algo,
-                layout=shapes,
-                memory=fit.plan(algo, shapes) if fit is not None else None,
-            )
-        }
-    )
+    resolved = ResolvedCell(settings=settings_fingerprint(cfg.to_dict()), algorithm=algo, layout=shapes)
+    return cfg.model_copy(update={"resolved": resolved})
 
 
 def _yaml_load(text: str) -> Any:

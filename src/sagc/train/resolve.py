@@ -1,8 +1,8 @@
 """A training cell's ``resolved`` block: every value its job derives from its settings, computed once.
 
 ``sagc.train.config.resolve_cell`` fills it (the preset's overrides, the step layout at every
-G, the accumulation and the memory plan for the card a ``CardSizer`` describes); the pipeline
-writes it into each ``cell.json`` and the job reads it as it is. Who adds the stops, and the
+G); the pipeline adds the memory plan for its card (``sagc.pipeline.memory``), writes it into
+each ``cell.json``, and the job reads it as it is. Who adds the stops, and the
 fingerprint that refuses a stale block: docs/architecture.md ("One source of truth", a cell
 is resolved once).
 """
@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar
 
 from sagc.config_models import Section, Text
 from sagc.train.presets import AlgorithmSettings, StepShapes
@@ -20,10 +19,6 @@ from sagc.train.stops import Stops
 
 #: The sections a resolution reads: its fingerprint covers these.
 RESOLVED_FROM = ("model", "train", "algorithm", "sizing", "device", "launch")
-
-#: ``layout(gradient_accumulation_steps, group_sizes)``: the cell's step laid out with that
-#: accumulation at those G (its own by default).
-Layout = Callable[..., StepShapes]
 
 
 class MemoryPlan(Section):
@@ -49,17 +44,6 @@ class ResolvedCell(Section):
     layout: StepShapes
     stops: Stops | None = None
     memory: MemoryPlan | None = None
-
-
-class CardSizer(Protocol):
-    """What a resolution asks of the card a cell is sized for (the pipeline's:
-    ``sagc.pipeline.memory.CardFit``)."""
-
-    def accumulation(self, algo: AlgorithmSettings, layout: Layout) -> tuple[int, int]:
-        """``(gradient_accumulation_steps, rows per loss pass)`` that fit the card."""
-
-    def plan(self, algo: AlgorithmSettings, layout: StepShapes) -> MemoryPlan:
-        """The layout's memory plan; ``ValueError`` when it does not fit the card."""
 
 
 def settings_fingerprint(cell: dict[str, Any]) -> str:

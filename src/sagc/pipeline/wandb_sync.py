@@ -1,0 +1,58 @@
+"""W&B on a cluster: compute nodes often have no network, so cluster jobs log offline and the
+runs are uploaded afterwards; the workflow warns at load when a config would log online
+there, and prints the upload command (docs/cluster.md)."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
+from sagc.pipeline.grid import Cell, Grid
+
+#: The offline run folders under a cell's W&B dir (``<cell>/wandb``, ``sagc.pipeline.cells``),
+#: which holds wandb's own ``wandb/`` folder.
+OFFLINE_RUNS = "wandb/wandb/offline-run-*"
+
+
+class WandbModeWarning(UserWarning):
+    """Cluster jobs are set to log to W&B online, which needs network on the compute nodes."""
+
+
+def offline_runs_glob(grid: Grid) -> str:
+    """A shell glob of every offline W&B run folder of the grid's training cells."""
+    return f"{grid.train_dir(Cell('*', '*', '*', '*'))}/{OFFLINE_RUNS}"  # type: ignore[arg-type]
+
+
+def sync_command(config: dict[str, Any], grid: Grid) -> str:
+    """The command that uploads the grid's offline runs (from a machine with network)."""
+    wb = config.get("wandb", {})
+    flags = f"-p {wb['project']} " if wb.get("project") else ""
+    flags += f"-e {wb['entity']} " if wb.get("entity") else ""
+    return f"wandb sync {flags}{offline_runs_glob(grid)}"
+
+
+def wandb_advice(config: dict[str, Any], grid: Grid, env: Mapping[str, str] = os.environ) -> str | None:
+    """Why ``wandb.mode: online`` is risky on a cluster's compute nodes, and what to run
+    instead: for the hub world (the cluster path) and inside a SLURM job; None otherwise.
+    The executor is not known yet when the workflow loads, so the world stands for it."""
+    if config.get("wandb", {}).get("mode") != "online":
+        return None
+    if config["world"] != "hub" and "SLURM_JOB_ID" not in env:
+        return None
+    return (
+        "config key 'wandb.mode' is online: a training job on a compute node without network fails "
+        "when it starts its W&B run. On such a cluster set wandb.mode: offline (and wandb.source: "
+        "offline, so the aggregation reads the run files), then upload the runs from a machine with "
+        f"network: {sync_command(config, grid)}"
+    )
+
+
+def check_wandb(config: dict[str, Any], grid: Grid, env: Mapping[str, str] = os.environ) -> None:
+    """``wandb_advice`` as a ``WandbModeWarning``, when there is advice to give."""
+    advice = wandb_advice(config, grid, env)
+    if advice:
+        warnings.warn(
+            advice, WandbModeWarning, stacklevel=1
+        )  # attributed here: Python drops a Snakefile frame's warning
