@@ -23,7 +23,7 @@ from sagc.aggregate.figures import (
 )
 from sagc.aggregate.grid import parse_grid
 from sagc.aggregate.outputs import figure_files, figure_outputs
-from sagc.aggregate.palette import KNOWN, palette, sizing_colour, sizing_order
+from sagc.aggregate.palette import KNOWN, palette, sizing_order
 
 
 def test_backend_is_agg():
@@ -91,9 +91,9 @@ def test_palette_order_and_fallback():
     pal = palette(["sagc-tau3", "g4"])
     assert list(pal) == ["g4", "sagc-tau3"]
     # Unknown names: stable across calls (crc32, not hash()) and distinct from known ones.
-    assert sizing_colour("sagc-tau3") == sizing_colour("sagc-tau3")
-    assert sizing_colour("sagc-tau3") not in KNOWN.values()
-    assert sizing_colour("g64") != sizing_colour("sagc-prompt")
+    assert palette(["sagc-tau3"]) == palette(["sagc-tau3"])
+    assert palette(["sagc-tau3"])["sagc-tau3"] not in KNOWN.values()
+    assert palette(["g64"])["g64"] != palette(["sagc-prompt"])["sagc-prompt"]
 
 
 def test_grid_without_controller_still_writes_every_figure(world_copy):
@@ -214,7 +214,7 @@ def test_every_sizing_of_a_grid_gets_its_own_colour():
     names = ["g4", "g8", "g16", "g32", "sagc"] + [f"sagc-v{i}" for i in range(7)]
     pal = palette(names)
     assert len(set(pal.values())) == len(names)
-    assert palette(["sagc-fast", "g4"])["sagc-fast"] == sizing_colour("sagc-fast")
+    assert palette(["sagc-fast", "g4"])["sagc-fast"] == palette(["sagc-fast"])["sagc-fast"]
 
 
 def test_accuracy_vs_length_has_error_bars_and_no_point_hidden_under_another(big):

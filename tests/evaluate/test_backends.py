@@ -2,11 +2,13 @@
 
 import pytest
 
-from sagc.evaluate.backends import load_tokenizer, make_hf_lm, vllm_available, vllm_model_args
+from sagc.evaluate.backends import load_tokenizer, make_hf_lm, vllm_model_args
+from sagc.evaluate.config import EvalSettings
 from sagc.evaluate.recorder import GenerationRecorder
 from sagc.evaluate.runner import EvalConfig, run_evaluation
 from sagc.tiny.task import load_split
 from sagc.tiny.tokenizer import load_tokenizer as tiny_load_tokenizer
+from sagc.vllm_support import vllm_installed
 
 
 def test_hf_backend_tokenizes_like_training(eval_model_dir, eval_data_dir):
@@ -25,9 +27,16 @@ def test_load_tokenizer_names_missing_folder(tmp_path):
 
 
 def test_vllm_model_args_string(tmp_path):
-    args = vllm_model_args(
-        tmp_path / "m", tensor_parallel_size=2, gpu_memory_utilization=0.85, max_model_len=12288, seed=5
+    cfg = EvalSettings.from_dict(
+        {
+            "tasks": ["tiny_arith"],
+            "tensor_parallel_size": 2,
+            "gpu_memory_utilization": 0.85,
+            "max_model_len": 12288,
+            "seed": 5,
+        }
     )
+    args = vllm_model_args(tmp_path / "m", cfg)
     parts = dict(p.split("=", 1) for p in args.split(","))
     assert parts == {
         "pretrained": str(tmp_path / "m"),
@@ -39,7 +48,7 @@ def test_vllm_model_args_string(tmp_path):
         "trust_remote_code": "False",
         "max_model_len": "12288",
     }
-    assert "max_model_len" not in vllm_model_args(tmp_path / "m")
+    assert "max_model_len" not in vllm_model_args(tmp_path / "m", EvalSettings.from_dict({"tasks": ["tiny_arith"]}))
 
 
 @pytest.mark.parametrize(
@@ -50,12 +59,12 @@ def test_vllm_model_args_string(tmp_path):
         ({"max_model_len": 0}, "max_model_len"),
     ],
 )
-def test_vllm_model_args_rejects_bad_values(tmp_path, kwargs, key):
+def test_vllm_keys_reject_bad_values(kwargs, key):
     with pytest.raises(ValueError, match=key):
-        vllm_model_args(tmp_path, **kwargs)
+        EvalSettings.from_dict({"tasks": ["tiny_arith"], **kwargs})
 
 
-@pytest.mark.skipif(vllm_available(), reason="checks the message shown when vllm is absent")
+@pytest.mark.skipif(vllm_installed(), reason="checks the message shown when vllm is absent")
 def test_vllm_backend_fails_fast_without_vllm(tmp_path, eval_model_dir, eval_data_dir):
     cfg = EvalConfig(
         model=eval_model_dir, tasks=["tiny_arith"], data_dir=eval_data_dir, out=tmp_path / "out", backend="vllm"

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from sagc.controller import FixedGroupSize, SAGCConfig, SAGCController
-from sagc.lengths import as_groups, length_stats
+from sagc.lengths import as_groups, block_ratios, length_stats
 from sagc.simulate import (
     ParametricLengthConfig,
     ParametricLengths,
@@ -24,7 +24,6 @@ from sagc.simulate import (
     run_fixed,
     simulate,
     step_costs,
-    straggler_ratio,
     summary_table,
     write_trace,
 )
@@ -77,19 +76,19 @@ def test_one_straggler_costs_more_than_many_short_rollouts():
 def test_straggler_ratio_hand_cases_both_scopes():
     block = np.array([[[1.0, 2.0], [3.0, 9.0]]])
     # step: max 9 / median(1,2,3,9)=2.5 ; group: max(2/1.5, 9/6) = 1.5
-    assert straggler_ratio(block, "step")[0] == pytest.approx(9 / 2.5)
-    assert straggler_ratio(block, "group")[0] == pytest.approx(1.5)
+    assert block_ratios(block, "step")[0] == pytest.approx(9 / 2.5)
+    assert block_ratios(block, "group")[0] == pytest.approx(1.5)
     # a median below one token is floored at one (sagc.lengths.MIN_MEDIAN)
-    assert straggler_ratio(np.array([[[0.0, 0.0, 5.0]]]), "step")[0] == 5.0
+    assert block_ratios(np.array([[[0.0, 0.0, 5.0]]]), "step")[0] == 5.0
     with pytest.raises(ValueError, match="scope"):
-        straggler_ratio(block, "batch")
+        block_ratios(block, "batch")
 
 
 def test_vectorised_ratio_is_bitwise_the_controllers():
     rng = np.random.default_rng(3)
     block = np.rint(rng.lognormal(6, 0.5, size=(200, 3, 6)))
     for scope in ("step", "group"):
-        fast = straggler_ratio(block, scope)
+        fast = block_ratios(block, scope)
         slow = [length_stats(as_groups(b), scope).ratio for b in block]
         assert fast.tolist() == slow
 

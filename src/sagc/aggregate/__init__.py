@@ -10,29 +10,4 @@ and pooled intervals), ``power``, ``registration`` (the config's pre-registered 
 ``python -m sagc.aggregate --grid grid.json [--allow-partial]``, ``python -m
 sagc.aggregate.compare A B`` (replication), ``python -m sagc.aggregate.plan RESULTS``
 (planned power from a development-seed run).
-
-The names below are imported lazily, so that ``sagc.aggregate.outputs`` stays cheap to
-import (a Snakefile reads it at parse time) and matplotlib loads only when drawing.
 """
-
-from __future__ import annotations
-
-import importlib
-
-_EXPORTS = {
-    "AggregateResult": "api", "aggregate": "api",
-    "Collected": "collect", "collect": "collect", "read_eval_summary": "collect",
-    "CorruptRunFileError": "errors", "DamagedRunError": "errors", "MissingCellsError": "errors",
-    "OnlineSourceError": "errors", "RunNotFoundError": "errors",
-    "ResultGrid": "grid", "load_grid": "grid", "parse_grid": "grid",
-    "OfflineReader": "reader", "OnlineReader": "reader", "RunData": "reader",
-    "make_reader": "reader", "read_run_file": "reader",
-}  # fmt: skip
-
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str):
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(f"sagc.aggregate.{_EXPORTS[name]}"), name)
-    raise AttributeError(f"module 'sagc.aggregate' has no attribute {name!r}")

@@ -79,14 +79,12 @@ def _iv(row, side: str) -> str:
 def _diff(row) -> str:
     if not math.isfinite(row["diff"]):
         return "-"
-    if row.get("scale_a") == "log":
-        e = math.exp
-        if not math.isfinite(row["diff_low"]):
-            return f"{e(row['diff']):.3g}× (no interval)"
-        return f"{e(row['diff']):.3g}× [{e(row['diff_low']):.3g}, {e(row['diff_high']):.3g}]"
+    log = row.get("scale_a") == "log"
+    f = (lambda v: f"{math.exp(v):.3g}") if log else (lambda v: f"{v:+.3g}")
+    est = f(row["diff"]) + ("×" if log else "")
     if not math.isfinite(row["diff_low"]):
-        return f"{row['diff']:+.3g} (no interval)"
-    return f"{row['diff']:+.3g} [{row['diff_low']:+.3g}, {row['diff_high']:+.3g}]"
+        return f"{est} (no interval)"
+    return f"{est} [{f(row['diff_low'])}, {f(row['diff_high'])}]"
 
 
 def _yes(value) -> str:

@@ -1,18 +1,10 @@
 """The paper's figures (seaborn on matplotlib's Agg backend), each as PNG and PDF.
 
-Sized for a two-column paper: single-panel figures are one column wide (3.4 in), faceted
-ones a full text width (7 in), 8 pt text. Each sizing has the same colour in every
-figure (``sagc.aggregate.palette``, computed over every sizing of the grid); in the
-posterior figure candidate G uses the colour of the fixed sizing of that G (``g4`` ...
-``g16``). Every figure takes any number of seeds and of sizings (fixed G and SAGC
-variants): seeds are shown as dots, thin lines or bands, never as one colour per seed.
-Only complete cells are drawn (the tables name the missing ones); a figure whose data are
-absent from the grid (e.g. no SAGC cell) is still written, with a line saying so, so that
-the pipeline's outputs always exist.
-
-Files (in ``figures_dir``): ``straggler_rate``, ``sagc_group_size``, ``sagc_posterior``,
-``reward_vs_time``, ``length_ratio``, ``accuracy_vs_length``, each ``.png`` and ``.pdf``.
-PDFs carry no creation date, so re-running on the same data gives the same files.
+Sized for a two-column paper (one column 3.4 in, full width 7 in, 8 pt text). Each sizing
+has one colour in every figure (``sagc.aggregate.palette``); seeds are dots, thin lines or
+bands, never a colour each. Only complete cells are drawn; a figure without data (e.g. no
+SAGC cell) is still written, saying so, so the pipeline's outputs always exist. The names:
+``FIGURES``; PDFs carry no creation date, so the same data give the same files.
 """
 
 from __future__ import annotations
@@ -33,6 +25,8 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import NullLocator
 from matplotlib.transforms import ScaledTranslation
+from scipy.sparse.csgraph import connected_components
+from scipy.spatial.distance import cdist
 
 from sagc import metrics
 from sagc.aggregate.collect import Collected
@@ -61,9 +55,7 @@ def history_frame(collected: Collected) -> pd.DataFrame:
     for r in collected.cells:
         if not r.complete or r.run is None:
             continue
-        h = r.run.history.copy()
-        for col in h.columns:
-            h[col] = pd.to_numeric(h[col], errors="coerce")
+        h = r.run.history.apply(pd.to_numeric, errors="coerce")
         h["model"], h["algorithm"], h["sizing"], h["seed"] = (
             r.cell.model, r.cell.algorithm, r.cell.sizing, r.cell.seed)  # fmt: skip
         h["panel"] = _panel(r.cell.model, r.cell.algorithm)
@@ -418,32 +410,16 @@ def _accuracy_rows(collected: Collected) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def _dodge_offsets(ax, xs, ys) -> list[float]:
+def _dodge_offsets(ax, xs, ys) -> np.ndarray:
     """Horizontal offsets (points) that put points which would hide each other side by
     side: points within ``_OVERLAP_PT`` of each other on the axes form a cluster, spread
     symmetrically. The data are unchanged; only the marker moves."""
     pts = ax.transData.transform(np.column_stack([xs, ys])) * 72.0 / ax.figure.dpi
-    n = len(pts)
-    parent = list(range(n))
-
-    def root(i):
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    for i in range(n):
-        for j in range(i + 1, n):
-            if np.hypot(*(pts[i] - pts[j])) < _OVERLAP_PT:
-                parent[root(i)] = root(j)
-    clusters: dict[int, list[int]] = {}
-    for i in range(n):
-        clusters.setdefault(root(i), []).append(i)
-    offsets = [0.0] * n
-    for members in clusters.values():
-        k = len(members)
-        for rank, i in enumerate(members):
-            offsets[i] = (rank - (k - 1) / 2) * _DODGE_PT
+    _, labels = connected_components(cdist(pts, pts) < _OVERLAP_PT, directed=False)
+    offsets = np.zeros(len(pts))
+    for label in np.unique(labels):
+        members = np.flatnonzero(labels == label)
+        offsets[members] = (np.arange(members.size) - (members.size - 1) / 2) * _DODGE_PT
     return offsets
 
 

@@ -66,10 +66,6 @@ class Interval:
         f = lambda v: "n/a" if math.isnan(v) else format(v * scale, fmt)  # noqa: E731
         return f"{f(self.estimate)}{suffix} [{f(self.low)}, {f(self.high)}]"
 
-    def on_test_scale(self, value: float) -> float:
-        """A value in the shown units on the scale the test runs on (log for speed-ups)."""
-        return math.log(value) if self.log else value
-
     def mde(self, alpha: float = 1 - LEVEL, power: float = POWER) -> float:
         """The smallest true effect (distance from ``null``, in the shown units; for a
         log-scale interval, the speed-up factor) that a two-sided t test at ``alpha`` with

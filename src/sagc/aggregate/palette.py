@@ -33,11 +33,6 @@ _FALLBACK = (
 BASE_COLOUR = "#7f7f7f"
 
 
-def sizing_colour(sizing: str) -> str:
-    """The colour of ``sizing`` on its own (fixed for known names, stable hash for the rest)."""
-    return palette([sizing])[sizing]
-
-
 def sizing_order(sizings) -> list[str]:
     """Fixed sizes by increasing G, then ``sagc``, then other controllers alphabetically."""
     unique = list(dict.fromkeys(sizings))

@@ -126,12 +126,8 @@ def _detail(g: _Grid, p: Primary, ctrl: str, refs: list[str], strata, values) ->
     if p.key == "fewer_stragglers":
 
         def rate(s):
-            return np.mean(
-                [
-                    np.mean(list(perseed.seed_means(g.cells(st, s), metrics.STRAGGLER).values()) or [np.nan])
-                    for st in strata
-                ]
-            )
+            means = [list(perseed.seed_means(g.cells(st, s), metrics.STRAGGLER).values()) for st in strata]
+            return np.mean([np.mean(m or [np.nan]) for m in means])
 
         return f"straggler rate {_pct(rate(refs[0]))} → {_pct(rate(ctrl))}; per stratum {per}"
     if p.key.startswith("not_worse"):
@@ -205,17 +201,9 @@ def _secondaries(g: _Grid, ctrl: str) -> dict[str, list[Claim]]:
                 out[sid].append(_pair(st, ctrl, r, label, "above", iv, _partial("", g.cells(st, r) + ctrl_rs), sid))
     if strata:
         logs = [list(perseed.cost_log_ratios(g.cells(st, ref), g.cells(st, ctrl), other).values()) for st in strata]
+        iv = paired.as_ratio(paired.pooled_interval(logs))
         out["S3"].append(
-            _pair(
-                (POOLED, POOLED),
-                ctrl,
-                ref,
-                f"cheaper ({other}, not registered)",
-                "above",
-                paired.as_ratio(paired.pooled_interval(logs)),
-                "",
-                "S3",
-            )
+            _pair((POOLED, POOLED), ctrl, ref, f"cheaper ({other}, not registered)", "above", iv, "", "S3")
         )
         lengths = [list(perseed.output_length_log_ratios(g.cells(st, ref), g.cells(st, ctrl), g.tasks).values())
                    for st in strata]  # fmt: skip

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -24,9 +23,8 @@ from sagc.aggregate.errors import CorruptRunFileError, OnlineSourceError, RunNot
 from sagc.aggregate.grid import CellOutputs, WandbSource
 from sagc.aggregate.runlog import read_run_log
 
-#: Run config keys compared with the grid's cell: a run filed under the wrong cell
-#: directory must not be aggregated as that cell.
-#: The run-config keys that must match the grid cell (``config_name`` is checked apart).
+#: The run-config keys that must match the grid cell, so a run filed under the wrong cell
+#: directory is not aggregated as that cell (``config_name`` is checked apart).
 _IDENTITY = tuple(k for k in metrics.CELL_KEYS if k != "config_name")
 
 
@@ -305,11 +303,3 @@ def make_reader(source: WandbSource, config_name: str | None = None) -> RunReade
     if source.source == "online":
         return OnlineReader(source, config_name)
     raise ValueError(f"wandb.source must be 'offline' or 'online', got {source.source!r}")
-
-
-def history_columns(runs: Iterable[RunData]) -> set[str]:
-    """Union of the metric names of several runs (used to find the SAGC-only metrics)."""
-    cols: set[str] = set()
-    for run in runs:
-        cols.update(run.history.columns)
-    return cols

@@ -37,15 +37,15 @@ class Plan(Section):
 
     fewer_stragglers: Planned = Field(
         Planned(effect=-0.10, sd=0.12),
-        description=("P1: straggler-rate difference, controller minus reference (fraction)"),
+        description="P1: straggler-rate difference, controller minus reference (fraction)",
     )
-    cheaper: Planned = Field(Planned(effect=0.10, sd=0.10), description=("P2: log(reference cost / controller cost)"))
+    cheaper: Planned = Field(Planned(effect=0.10, sd=0.10), description="P2: log(reference cost / controller cost)")
     not_worse: Planned = Field(
-        Planned(effect=0.0, sd=0.05), description=("P3: accuracy difference, controller minus reference (fraction)")
+        Planned(effect=0.0, sd=0.05), description="P3: accuracy difference, controller minus reference (fraction)"
     )
     not_worse_best_static: Planned = Field(
         Planned(effect=0.0, sd=0.05),
-        description=("P4: accuracy difference, controller minus the best static G (fraction)"),
+        description="P4: accuracy difference, controller minus the best static G (fraction)",
     )
 
 
@@ -75,7 +75,7 @@ class Registration(Section):
         ),
     )
     accuracy_margin: Number(gt=0.0, lt=1.0) = Field(
-        0.05, description=("Non-inferiority margin of 'accuracy not worse' (absolute accuracy).")
+        0.05, description="Non-inferiority margin of 'accuracy not worse' (absolute accuracy)."
     )
     accuracy_margin_reason: Text = Field(
         "about a third of what RL gains over the base model in the tiny world (+11 to +19 pts at g16)",
@@ -93,8 +93,7 @@ class Registration(Section):
         description="Why epsilon is what it is (printed in the headline).",
     )
     power_target: Number(gt=0.0, lt=1.0) = Field(
-        0.8,
-        description=("The power each primary should have at its planned effect (the dry run flags the ones below)."),
+        0.8, description="The power each primary should have at its planned effect (the dry run flags the ones below)."
     )
     plan: Plan = Field(Plan(), description="Planned effect and spread per primary (plan_provisional says whence).")
     plan_provisional: Flag = Field(

@@ -19,7 +19,7 @@ from sagc.aggregate import paired, primary, verdicts
 from sagc.aggregate.collect import CellResult, Collected
 from sagc.aggregate.grid import TIME_UNITS
 from sagc.aggregate.palette import sizing_order
-from sagc.aggregate.perseed import paired_totals, seed_means
+from sagc.aggregate.perseed import eval_dir, paired_totals, seed_means
 from sagc.aggregate.render import latex_table, markdown_table
 from sagc.aggregate.stats import MeanStd, reference_sizing
 from sagc.controller import fixed_group_size
@@ -112,18 +112,11 @@ def fmt(value: MeanStd | paired.Interval | float, kind: str) -> str:
 def groups(collected: Collected) -> list[tuple[str, str, str, list[CellResult]]]:
     """(model, algorithm, sizing, cell results) in table order: models and algorithms as
     the grid lists them, sizings by ``palette.sizing_order``."""
+    by_key = verdicts.claim_groups(collected)
     order = sizing_order(r.cell.sizing for r in collected.cells)
-    models = list(dict.fromkeys(r.cell.model for r in collected.cells))
-    algos = list(dict.fromkeys(r.cell.algorithm for r in collected.cells))
-    out = []
-    for model in models:
-        for algo in algos:
-            for sizing in order:
-                rs = [r for r in collected.cells
-                      if (r.cell.model, r.cell.algorithm, r.cell.sizing) == (model, algo, sizing)]  # fmt: skip
-                if rs:
-                    out.append((model, algo, sizing, rs))
-    return out
+    models = dict.fromkeys(r.cell.model for r in collected.cells)
+    algos = dict.fromkeys(r.cell.algorithm for r in collected.cells)
+    return [(m, a, s, by_key[(m, a, s)]) for m in models for a in algos for s in order if (m, a, s) in by_key]
 
 
 def missing_notes(collected: Collected) -> list[str]:
@@ -182,10 +175,9 @@ def efficiency_table(collected: Collected) -> Table:
     rows_num, rows_txt = [], []
     grouped = groups(collected)
     by_key = {(m, a, s): rs for m, a, s, rs in grouped}
-    stats = {key: _efficiency_stats(rs, divisor, grid.last_k) for key, rs in by_key.items()}
     refs = set()
     for model, algo, sizing, rs in grouped:
-        st = stats[(model, algo, sizing)]
+        st = _efficiency_stats(rs, divisor, grid.last_k)
         ref = reference_sizing(s for m, a, s, _ in grouped if (m, a) == (model, algo))
         refs.add(ref)
         speedups = {
@@ -307,7 +299,7 @@ def downstream_table(collected: Collected) -> Table:
         entries.append((b.base.model, "base", "-", evals, "1/1" if evals else "0/1", status, dirs))
     for model, algo, sizing, rs in groups(collected):
         evals = [r.eval for r in rs if r.complete]
-        dirs = [str(Path(r.cell.eval_summary).parent) for r in rs if r.complete]
+        dirs = [eval_dir(r) for r in rs if r.complete]
         entries.append((model, algo, sizing, evals, _seeds(rs), _status(rs), dirs))
     for model, algo, sizing, evals, seeds, status, dirs in entries:
         num, show = _downstream_row(evals, tasks)
@@ -347,9 +339,7 @@ def downstream_table(collected: Collected) -> Table:
         + _pass_gain_notes(collected)
         + missing_notes(collected)
     )
-    frame = pd.DataFrame(rows_num)
-    # Order rows the same way in every table: bases first, then training cells.
-    return Table("downstream", frame, headers, rows_txt, notes)
+    return Table("downstream", pd.DataFrame(rows_num), headers, rows_txt, notes)
 
 
 def downstream_cells(collected: Collected) -> pd.DataFrame:
@@ -412,7 +402,7 @@ def learning_rows(collected: Collected) -> list[str]:
                 per_seed = []
                 for r in rs:
                     if r.complete:
-                        a, b = paired.paired_docs(base, paired.doc_scores(str(Path(r.cell.eval_summary).parent), task))
+                        a, b = paired.paired_docs(base, paired.doc_scores(eval_dir(r), task))
                         per_seed.append(float(np.mean(b - a)))
                 cells.append(fmt(paired.seed_interval(per_seed), "pct"))
             except (KeyError, FileNotFoundError):
@@ -576,8 +566,8 @@ def length_tail_table(collected: Collected) -> Table:
     of a real RL run (``sagc.lengths.REAL_RUN_TAIL``): does the world's tail look like a real one?"""
     stats_ = list(REAL_RUN_TAIL)
     largest = reference_sizing(r.cell.sizing for r in collected.cells)
-    rows_num, rows_txt = [{"model": "real run", "algorithm": "-", "sizing": "-", "seeds": "", **REAL_RUN_TAIL}], []
-    rows_txt.append(["real run", "-", "-", "-", "-"] + [_tail_fmt(k, REAL_RUN_TAIL[k]) for k in stats_])
+    rows_num = [{"model": "real run", "algorithm": "-", "sizing": "-", "seeds": "", **REAL_RUN_TAIL}]
+    rows_txt = [["real run", "-", "-", "-", "-"] + [_tail_fmt(k, REAL_RUN_TAIL[k]) for k in stats_]]
     for model, algo, sizing, rs in groups(collected):
         if sizing != largest:
             continue
@@ -588,7 +578,6 @@ def length_tail_table(collected: Collected) -> Table:
         rows_num.append({"model": model, "algorithm": algo, "sizing": sizing, "seeds": len(found), **tail})
         rows_txt.append([model, algo, sizing, f"{len(found)}/{len(rs)}", str(tail["blocks"])]
                         + [_tail_fmt(k, tail[k]) for k in stats_])  # fmt: skip
-    rows_txt[0][4] = "-"
     headers = ["Model", "Algorithm", "Sizing", "Seeds", f"Blocks of {TAIL_GROUP_SIZE}"] + stats_
     notes = [
         f"Every step of every seed's lengths.jsonl of the largest fixed G ({largest}), seeds pooled, cut "

@@ -79,15 +79,11 @@ class Claim:
         design = f"{iv.n} seeds" + (f", {iv.strata} strata" if self.pooled else "")
         df = f", df {iv.df:g}" if math.isfinite(iv.df) else ""
         p = "" if math.isnan(self.p_holm) else f"; Holm-adjusted p {self.p_holm:.3g}"
-        mde = "" if math.isnan(self.mde) else f"; detectable effect {self._mde_text()}"
+        shown_mde = f"{self.mde:.2f}×" if iv.log else f"{self.mde * 100:.1f} pts"
+        mde = "" if math.isnan(self.mde) else f"; detectable effect {shown_mde}"
         gate = f" ({self.gate})" if self.gate else ""
         return (f"{what}{self.pair} ({design}{df}): {self.claim}: **{self.verdict}**{gate} — {self.shown()}"
                 f"{'; ' + self.detail if self.detail else ''}{p}{mde}")  # fmt: skip
-
-    def _mde_text(self) -> str:
-        if self.interval.log:
-            return f"{self.mde:.2f}×"
-        return f"{self.mde * 100:.1f} pts"
 
     def row(self) -> dict:
         """The claim as a ``headline.csv`` row (``from_row`` reads it back)."""
@@ -105,19 +101,8 @@ class Claim:
         """The claim of a ``headline.csv`` row (a mapping or a namedtuple of ``row()``'s keys)."""
         get = r.get if hasattr(r, "get") else lambda k, d=None: getattr(r, k, d)
         text = lambda k: "" if not isinstance(get(k), str) else get(k)  # noqa: E731  (CSV: NaN for "")
-        iv = paired.Interval(
-            get("estimate"),
-            get("low"),
-            get("high"),
-            int(get("seeds")),
-            get("null"),
-            get("p"),
-            get("sd"),
-            get("scale") == "log",
-            get("se"),
-            get("df"),
-            int(get("strata")),
-        )
+        floats = {k: get(k) for k in ("estimate", "low", "high", "null", "p", "sd", "se", "df")}
+        iv = paired.Interval(**floats, n=int(get("seeds")), log=get("scale") == "log", strata=int(get("strata")))
         return cls(get("model"), get("algorithm"), get("controller"), get("reference"), get("claim"),
                    text("side"), iv, text("detail"), get("p_holm"), get("verdict"), get("mde"), text("family"),
                    text("id"), text("gate"), get("power_planned"), get("power_observed"))  # fmt: skip

@@ -17,16 +17,13 @@ included, as HF's recorder counts it) and the finish reason (``length`` = trunca
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
+from sagc.evaluate.config import EvalSettings
 from sagc.evaluate.recorder import GenerationRecord, measure_generation
 from sagc.tokenizers import load_tokenizer  # one loader for training and evaluation
 
 # One vLLM check for training and evaluation (installed, inside TRL's window).
 from sagc.vllm_support import require_vllm  # noqa: F401 (the runner's import path)
-from sagc.vllm_support import vllm_installed as vllm_available  # noqa: F401
-
-BACKENDS = ("hf", "vllm")
 
 
 def _eos_ids(model, tokenizer) -> list[int]:
@@ -42,15 +39,7 @@ def _eos_ids(model, tokenizer) -> list[int]:
     return sorted(ids)
 
 
-def make_hf_lm(
-    model_dir: Path,
-    recorder,
-    *,
-    batch_size: int | str = 8,
-    device: str = "cpu",
-    dtype: str = "float32",
-    max_length: int | None = None,
-):
+def make_hf_lm(model_dir: Path, recorder, *, batch_size: int | str = 8, device: str = "cpu"):
     """An lm-eval HF model for ``model_dir`` that files every generation in ``recorder``."""
     from lm_eval.models.huggingface import HFLM
     from lm_eval.models.utils import postprocess_generated_text
@@ -86,53 +75,34 @@ def make_hf_lm(
     if not (model_dir / "config.json").is_file():
         raise FileNotFoundError(f"model folder {model_dir} has no config.json")
     tokenizer = load_tokenizer(model_dir)
-    kwargs: dict[str, Any] = dict(
+    lm = RecordingHFLM(
         pretrained=str(model_dir),
         tokenizer=tokenizer,
         device=device,
-        dtype=dtype,
+        dtype="float32",
         batch_size=batch_size,  # an int, or lm-eval's "auto" / "auto:N"
         trust_remote_code=False,
     )
-    if max_length is not None:
-        kwargs["max_length"] = int(max_length)
-    return RecordingHFLM(**kwargs), tokenizer
+    return lm, tokenizer
 
 
-def vllm_model_args(
-    model_dir: Path,
-    *,
-    tensor_parallel_size: int = 1,
-    gpu_memory_utilization: float = 0.9,
-    max_model_len: int | None = None,
-    seed: int = 0,
-    dtype: str = "auto",
-) -> str:
-    """lm-eval's ``--model_args`` string for ``--model vllm``.
-
-    The tokenizer is the model folder's own (``tokenizer=<dir>``); vLLM's tokenizer loading
-    follows ``tokenizer_config.json`` for real checkpoints.
-    """
-    if int(tensor_parallel_size) < 1:
-        raise ValueError(f"tensor_parallel_size must be >= 1, got {tensor_parallel_size}")
-    if not 0 < float(gpu_memory_utilization) <= 1:
-        raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization}")
-    if max_model_len is not None and int(max_model_len) < 1:
-        raise ValueError(f"max_model_len must be >= 1, got {max_model_len}")
+def vllm_model_args(model_dir: Path, cfg: EvalSettings) -> str:
+    """lm-eval's ``--model_args`` string for ``--model vllm``, from the cell's vLLM keys (checked
+    there). The tokenizer is the model folder's own (``tokenizer=<dir>``)."""
     path = str(Path(model_dir))
     if "," in path or "=" in path:
         raise ValueError(f"model path {path!r} contains ',' or '=', which model_args cannot carry")
     parts = [
         f"pretrained={path}",
         f"tokenizer={path}",
-        f"tensor_parallel_size={int(tensor_parallel_size)}",
-        f"gpu_memory_utilization={float(gpu_memory_utilization)}",
-        f"dtype={dtype}",
-        f"seed={int(seed)}",
+        f"tensor_parallel_size={int(cfg.tensor_parallel_size)}",
+        f"gpu_memory_utilization={float(cfg.gpu_memory_utilization)}",
+        f"dtype={cfg.dtype}",
+        f"seed={int(cfg.seed)}",
         "trust_remote_code=False",
     ]
-    if max_model_len is not None:
-        parts.append(f"max_model_len={int(max_model_len)}")
+    if cfg.max_model_len is not None:
+        parts.append(f"max_model_len={int(cfg.max_model_len)}")
     return ",".join(parts)
 
 

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, get_args
 
-from sagc.evaluate.config import EvalConfig, parse_batch_size
+from sagc.evaluate.config import EvalConfig
 from sagc.evaluate.stage import stage
 from sagc.evaluate.taskcfg import task_yaml_paths
 
@@ -31,10 +31,12 @@ def _csv(value: str) -> list[str]:
 
 
 def batch_size(value: str) -> int | str:
-    try:
-        return parse_batch_size(value)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+    """``--batch-size 8``, ``auto`` or ``auto:N``."""
+    if value == "auto" or (value.startswith("auto:") and value[5:].isdigit()):
+        return value
+    if value.isdigit() and int(value) >= 1:
+        return int(value)
+    raise argparse.ArgumentTypeError(f"batch_size must be a positive integer, 'auto' or 'auto:N', got {value!r}")
 
 
 def repeats(value: str) -> int | dict[str, int]:
@@ -143,7 +145,3 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, FileNotFoundError, RuntimeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -28,21 +28,8 @@ PathText = Annotated[Text, BeforeValidator(lambda v: os.fspath(v) if isinstance(
 BatchSize = PositiveInt | Annotated[str, Field(strict=True, pattern=r"^auto(:[0-9]+)?$")]
 
 
-def parse_batch_size(value: int | str) -> int | str:
-    """A batch size as a command line or a YAML file writes it (``8``, ``"8"``, ``auto:4``)."""
-    text = str(value)
-    if text == "auto" or (text.startswith("auto:") and text[5:].isdigit()):
-        return text
-    if text.isdigit() and int(text) >= 1:
-        return int(text)
-    raise ValueError(f"batch_size must be a positive integer, 'auto' or 'auto:N', got {value!r}")
-
-
 class GenerationOverrides(Section):
-    """Run-level generation settings; ``None`` keeps the task YAML's default.
-
-    ``repeats`` (n samples per problem, for avg@n and pass@n): one n for every task, or a
-    mapping task -> n (tasks it leaves out keep their YAML's n)."""
+    """Run-level generation settings; ``None`` keeps the task YAML's default."""
 
     max_gen_toks: PositiveInt | None = Field(
         None, description="generated tokens at most (the task YAML's cap otherwise)"
@@ -116,10 +103,8 @@ class EvalSettings(GenerationOverrides):
 
 class EvalConfig(EvalSettings):
     """One evaluation job: the settings, the model, where its data is and where it writes.
-
-    ``model`` is a model folder; ``model_json`` instead names a resolved model's record (the
-    hub world's ``models/<model>/base.json``), whose ``path`` is the local snapshot folder:
-    a base model's folder is known only once its job has resolved it."""
+    ``model_json`` stands in for ``model`` where a base model's folder is known only once its
+    job has resolved it (the hub world)."""
 
     model: PathText | None = Field(None, description="model folder (weights + tokenizer)")
     model_json: PathText | None = Field(

@@ -81,6 +81,3 @@ class GenerationRecorder:
     def take(self, text: str) -> GenerationRecord | None:
         queue = self._by_text.get(text)
         return queue.popleft() if queue else None
-
-    def __len__(self) -> int:
-        return sum(len(q) for q in self._by_text.values())

@@ -30,7 +30,7 @@ from sagc.evaluate.recorder import GenerationRecorder
 from sagc.evaluate.summary import measure_samples, task_summary, validate_summary
 from sagc.evaluate.taskcfg import max_gen_toks_of, write_run_tasks
 from sagc.hub_switches import HUB_OFFLINE_FLAGS
-from sagc.io import atomic_write_json
+from sagc.io import atomic_write_json, atomic_write_text
 from sagc.tokenizers import load_tokenizer
 
 log = logging.getLogger(__name__)
@@ -70,27 +70,17 @@ def offline() -> Iterator[None]:
                 os.environ[k] = v
 
 
-def check_folders(cfg: EvalConfig) -> Path:
-    """The model folder ``cfg`` evaluates, after checking it and the data folder exist."""
-    model_dir = cfg.model_folder()
-    if not model_dir.is_dir():
-        raise FileNotFoundError(f"model folder {model_dir} does not exist")
-    if not Path(cfg.data_dir).is_dir():
-        raise FileNotFoundError(f"data folder {cfg.data_dir} does not exist")
-    return model_dir
-
-
-def _model_label(model_dir: Path) -> str:
-    return str(Path(model_dir))
-
-
 def run_evaluation(cfg: EvalConfig, *, lm=None, tokenizer=None) -> dict:
     """Run lm-eval for ``cfg`` and return the summary (also written to ``out/summary.json``).
 
     ``lm`` / ``tokenizer``: an already built lm-eval model (e.g. a scripted one in tests)
     and the tokenizer that counts its output; ``cfg.backend`` is then not used to build one.
     """
-    model_dir = check_folders(cfg)
+    model_dir = cfg.model_folder()
+    if not model_dir.is_dir():
+        raise FileNotFoundError(f"model folder {model_dir} does not exist")
+    if not Path(cfg.data_dir).is_dir():
+        raise FileNotFoundError(f"data folder {cfg.data_dir} does not exist")
     if (lm is None) != (tokenizer is None):
         raise ValueError("pass lm and tokenizer together")
     if lm is None and cfg.backend == "vllm":
@@ -120,14 +110,7 @@ def run_evaluation(cfg: EvalConfig, *, lm=None, tokenizer=None) -> dict:
             model.recorder = recorder
             model_args = f"pretrained={model_dir}"
         else:
-            model_args = vllm_model_args(
-                model_dir,
-                tensor_parallel_size=cfg.tensor_parallel_size,
-                gpu_memory_utilization=cfg.gpu_memory_utilization,
-                max_model_len=cfg.max_model_len,
-                seed=cfg.seed,
-                dtype=cfg.dtype,
-            )
+            model_args = vllm_model_args(model_dir, cfg)
             model = make_vllm_lm(model_args, recorder)
             tokenizer = load_tokenizer(model_dir)
 
@@ -163,7 +146,7 @@ def run_evaluation(cfg: EvalConfig, *, lm=None, tokenizer=None) -> dict:
         for task in results["configs"]:
             tracker.save_results_samples(task_name=task, samples=samples[task])
 
-    summary = {"model": _model_label(model_dir), "cell": cfg.cell, "tasks": {}}
+    summary = {"model": str(model_dir), "cell": cfg.cell, "tasks": {}}
     length_rows = []
     for task in cfg.tasks:
         task_samples = sorted(samples[task], key=lambda s: s["doc_id"])
@@ -176,9 +159,7 @@ def run_evaluation(cfg: EvalConfig, *, lm=None, tokenizer=None) -> dict:
         n_docs = int(results["n-samples"][task]["effective"])
         summary["tasks"][task] = task_summary(results["results"][task], n_docs, rows, task_samples)
         length_rows += [{"task": task, **r} for r in rows]
-    with open(out / "output_lengths.jsonl", "w", encoding="utf-8") as fh:
-        for row in length_rows:
-            fh.write(json.dumps(row) + "\n")
+    atomic_write_text(out / "output_lengths.jsonl", "".join(json.dumps(row) + "\n" for row in length_rows))
     atomic_write_json(
         out / "run_info.json",
         {

@@ -41,30 +41,28 @@ def keep_all_samples(resps: Iterable[list[str]], docs: Iterable[dict]) -> list[l
     return [list(r) for r in resps]
 
 
-def _reference(doc: dict) -> str:
-    if "answer" not in doc:
-        raise ValueError(f"task document has no 'answer' column (columns: {sorted(doc)})")
-    return str(doc["answer"])
+def generations(entries: Iterable[Any]) -> list[str]:
+    """The generations of one document: each entry is the list of its k generations (the
+    ``keep_all_samples`` filter, and lm-eval's logged ``resps``) or a bare string (lm-eval's
+    default ``take_first`` filter)."""
+    out: list[str] = []
+    for entry in entries:
+        out.extend([entry] if isinstance(entry, str) else list(entry))
+    return out
 
 
 def process_results(doc: dict, results: list[Any]) -> dict[str, float]:
-    """Score one document: the fraction of its generations that are correct, strict (the
-    last box matches) and lenient.
-
-    ``results`` holds one entry per request; with the ``keep_all_samples`` filter that
-    entry is the list of the document's k generations (a bare string is accepted too, for
-    tasks that keep lm-eval's default ``take_first`` filter).
-    """
-    generations: list[str] = []
-    for entry in results:
-        generations.extend([entry] if isinstance(entry, str) else list(entry))
-    if not generations:
+    """Score one document: the fraction of its generations (one ``results`` entry per
+    request, see ``generations``) that are correct, strict (the last box matches) and lenient."""
+    texts = generations(results)
+    if not texts:
         raise ValueError("process_results got no generation for a document")
-    reference = _reference(doc)
-    n = len(generations)
+    if "answer" not in doc:
+        raise ValueError(f"task document has no 'answer' column (columns: {sorted(doc)})")
+    reference, n = str(doc["answer"]), len(texts)
     return {
-        METRIC: sum(is_correct(g, reference) for g in generations) / n,
-        LENIENT_METRIC: sum(is_correct_lenient(g, reference) for g in generations) / n,
+        METRIC: sum(is_correct(g, reference) for g in texts) / n,
+        LENIENT_METRIC: sum(is_correct_lenient(g, reference) for g in texts) / n,
     }
 
 

@@ -15,16 +15,13 @@ import json
 from pathlib import Path
 
 from sagc.evaluate.normalizers import NORMALIZERS
-from sagc.evaluate.taskcfg import Benchmark, benchmarks
+from sagc.evaluate.taskcfg import SOURCE_SUFFIXES, Benchmark, benchmarks, stage_hint
 from sagc.hub_switches import hub_switched_off_reason, offline_switches
 from sagc.io import atomic_write_json, atomic_write_text, read_jsonl
 
 
 class StageError(RuntimeError):
     """Staging could not produce a cache file; the message says what to do."""
-
-
-SOURCE_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
 
 
 def cache_path(cache: Path, benchmark: str) -> Path:
@@ -55,22 +52,10 @@ def _find_source(source_dir: Path, benchmark: str) -> Path:
 
 
 def _offline_message(bench: Benchmark, cache: Path, why: str) -> str:
-    msg = (
-        f"cannot stage benchmark {bench.name!r}: {why}. Nothing is cached at "
-        f"{cache_path(cache, bench.name)}. Stage it on a machine with network access: "
-        f"python -m sagc.evaluate stage --benchmarks {bench.name} --cache {cache} "
-        f"(downloads {bench.dataset}"
-        + (f", config {bench.config}" if bench.config else "")
-        + f"), then copy {cache} here; or put a local copy at <DIR>/{bench.name}.jsonl|.csv|"
-        f".parquet and run: python -m sagc.evaluate stage --benchmarks {bench.name} "
-        f"--cache {cache} --source-dir <DIR>"
+    return (
+        f"cannot stage benchmark {bench.name!r}: {why}. Nothing is cached at {cache_path(cache, bench.name)}."
+        f" Stage it on a machine with network access and copy {cache} here: {stage_hint(bench, cache)}."
     )
-    if bench.gated:
-        msg += (
-            f". {bench.dataset} is gated: accept its terms on huggingface.co with your account"
-            " and export HF_TOKEN before staging from the Hub"
-        )
-    return msg + "."
 
 
 def _download(bench: Benchmark, cache: Path) -> list[dict]:

@@ -15,7 +15,7 @@ from typing import Any
 from scipy.special import comb
 
 from sagc.evaluate.recorder import GenerationRecord, GenerationRecorder
-from sagc.evaluate.scoring import FILTER, LENIENT_METRIC, METRIC
+from sagc.evaluate.scoring import FILTER, LENIENT_METRIC, METRIC, generations
 
 SUMMARY_FIELDS = (
     "accuracy",
@@ -29,14 +29,6 @@ SUMMARY_FIELDS = (
 )
 _FLOAT_FIELDS = ("accuracy", "accuracy_stderr", "accuracy_lenient", "mean_output_tokens", "truncation_rate")
 _INT_FIELDS = ("samples_per_problem", "n_samples")
-
-
-def _generations(sample: dict) -> list[str]:
-    """Raw generations of one logged sample (``resps``: one list of k strings per request)."""
-    out: list[str] = []
-    for entry in sample.get("resps", []):
-        out.extend([entry] if isinstance(entry, str) else list(entry))
-    return out
 
 
 def measure_samples(
@@ -54,7 +46,7 @@ def measure_samples(
     """
     rows = []
     for sample in samples:
-        for k, text in enumerate(_generations(sample)):
+        for k, text in enumerate(generations(sample.get("resps", []))):
             record = recorder.take(text) if recorder is not None else None
             source = "generated"
             if record is None:
@@ -101,7 +93,7 @@ def pass_at_k_curve(samples: Iterable[dict]) -> tuple[int, dict[str, float]]:
     ``pass_at_ks``; from lm-eval's logged samples (a problem's ``exact_match`` is c / n)."""
     counts = []
     for sample in samples:
-        n = len(_generations(sample))
+        n = len(generations(sample.get("resps", [])))
         counts.append((n, round(float(sample[METRIC]) * n)))
     if not counts:
         raise ValueError("no logged sample to compute pass@k from")

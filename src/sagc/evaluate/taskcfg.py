@@ -24,6 +24,8 @@ from sagc.evaluate.normalizers import NORMALIZERS
 
 TASKS_DIR = Path(__file__).parent / "tasks"
 WORLDS = ("tiny", "hub")
+#: The local copies of a benchmark that staging reads (``stage --source-dir``).
+SOURCE_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
 
 
 class MissingDataError(FileNotFoundError):
@@ -182,13 +184,13 @@ def load_task_config(name: str) -> dict[str, Any]:
 def stage_hint(bench: Benchmark, cache: Path) -> str:
     """The command line that stages ``bench`` into ``cache`` (used in error messages)."""
     hint = (
-        f"python -m sagc.evaluate stage --benchmarks {bench.name} --cache {cache}"
-        " (downloads once; needs network), or add --source-dir DIR to stage from a local copy"
+        f"python -m sagc.evaluate stage --benchmarks {bench.name} --cache {cache} (downloads {bench.source}"
+        f" once; needs network), or add --source-dir DIR holding a local copy {bench.name}{'|'.join(SOURCE_SUFFIXES)}"
     )
     if bench.gated:
         hint += (
             f". {bench.dataset} is gated on the Hugging Face Hub: accept its terms and"
-            f" set HF_TOKEN before staging, or pass --source-dir with a local copy ({bench.name}.csv, ...)"
+            " set HF_TOKEN before staging, or pass --source-dir with a local copy"
         )
     return hint
 

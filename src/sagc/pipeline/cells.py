@@ -4,9 +4,7 @@ config, so Snakemake's params trigger reruns exactly the cells whose inputs chan
 
 from __future__ import annotations
 
-import json
 import shlex
-from functools import lru_cache
 from typing import Any
 
 from sagc.aggregate.grid import ResultGrid
@@ -15,6 +13,7 @@ from sagc.evaluate.config import EvalConfig
 from sagc.pipeline.evaluation import EVAL_PIPELINE_KEYS, eval_settings
 from sagc.pipeline.grid import Cell, Grid
 from sagc.pipeline.launch import pipeline_launch
+from sagc.pipeline.memo import per_config
 from sagc.pipeline.memory import auto_accumulation, memory_plan, vllm_share
 from sagc.pipeline.world import world_of
 from sagc.train.config import DeviceSection, TrainConfig
@@ -61,17 +60,12 @@ def train_cell_config(config: dict[str, Any], grid: Grid, cell: Cell) -> dict[st
     return {**settings, "resolved": {**resolved.model_dump(), "memory": plan and plan.model_dump()}}
 
 
+@per_config
 def resolved_cells(config: dict[str, Any]) -> dict[Cell, tuple[dict[str, Any], TrainConfig] | ValueError]:
     """Every training cell of a checked config as ``(cell.json, TrainConfig)``, or the
     ``ValueError`` that refuses it. Memoised on the config's content: each cell is resolved
     once per parse, and the config check, the disk check, the dry run's lines and the train
-    rule's params all read this (treat what it returns as read-only)."""
-    return _resolved(json.dumps(config, sort_keys=True))
-
-
-@lru_cache(maxsize=4)
-def _resolved(config_json: str) -> dict[Cell, tuple[dict[str, Any], TrainConfig] | ValueError]:
-    config = json.loads(config_json)
+    rule's params all read this."""
     grid = Grid.from_config(config)
     cells: dict[Cell, tuple[dict[str, Any], TrainConfig] | ValueError] = {}
     for cell in grid.cells():

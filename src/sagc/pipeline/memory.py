@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from sagc.controller import grid_group_sizes
+from sagc.controller import grid_group_sizes as _group_sizes
+from sagc.pipeline.memo import per_config
 from sagc.pipeline.schema import DeviceBlock
 from sagc.pipeline.trainer_defaults import device_setting, train_setting
 from sagc.train.config import MASTER_WEIGHTS, AlgorithmSection, DeviceSection, LaunchSection, TrainSection
@@ -37,6 +38,8 @@ VLLM_WORKSPACE_GIB = 4.0
 MAX_VLLM_SHARE = 0.95
 #: The phases of a step the plan checks, in the order a step runs them.
 PHASES = ("generating", "scoring", "loss_pass")
+#: Every G of the grid, once per parse (every cell's plan reads it).
+grid_group_sizes = per_config(_group_sizes)
 
 #: ``config.json`` of the paper's base models (the fields the architecture classes read).
 PAPER_MODEL_CONFIGS: dict[str, dict[str, Any]] = {
@@ -352,6 +355,7 @@ def vllm_share_for(
 # -- a pipeline config's cells --------------------------------------------------------------
 
 
+@per_config
 def vllm_share(config: dict[str, Any], model: str) -> float:
     """``device.vllm_gpu_memory_utilization`` of ``model``'s cells: the config's number, or for
     ``auto`` ``vllm_share_for`` one engine's rows of the grid's largest step (P x G_max, or the

@@ -1,17 +1,7 @@
-"""The ``sagc_prompt`` config block: SAGC's keys, the predictor's and the schedule's.
-
-One flat block (the pipeline's ``sagc_prompt:``, which starts from the ``sagc:`` block) holds:
-
-- every ``SAGCConfig`` key: the two per-round-kind controllers of ``PromptAwareSAGC``;
-- the predictor's keys (``PredictorConfig``: ``quantile``, ``history_decay``, ``ridge``,
-  ``prior_strength``, ``min_between_var``) and its features: ``hash_dim`` hashed edge
-  tokens (0: the prompt's token count only) over ``edge_tokens`` tokens at each edge;
-- the schedule's ``long_fraction`` (share of prompts deferred to long rounds) and
-  ``queue_rounds`` (rounds' worth of deferred prompts that start a long round);
-- ``group_size``: null for the hybrid; an integer for tail batching alone at that fixed
-  G (the ``sagc-prompt-g16`` cell: ``sagc_prompt_variants.g16: {group_size: 16}``).
-
-A bad value raises ``ValueError`` naming ``sagc_prompt.<key>``.
+"""The ``sagc_prompt`` config block: one flat block holding every ``SAGCConfig`` key (the two
+per-round-kind controllers), the predictor's (``PredictorConfig``) and the schedule's own
+keys below. A bad value raises ``ValueError`` naming ``sagc_prompt.<key>``; the block's
+layout: docs/prompt-aware.md ("Configuration").
 """
 
 from __future__ import annotations
@@ -34,14 +24,10 @@ _PREDICTOR_KEYS = tuple(f.name for f in fields(PredictorConfig))
 
 @dataclass(frozen=True)
 class PromptSAGCConfig:
-    """Typed ``sagc_prompt`` block (module docstring). Defaults: ``hash_dim`` 256 (the tiny
-    world's 26 letters x 2 edge positions x 2 edges barely collide; fitted on 1000 of its
-    problems, the features predict the log-length of unseen ones with r = 0.84, with 32
-    columns 0.12), ``edge_tokens`` 2, ``long_fraction`` 0.25.
-
-    Its own keys' types, ranges and meanings are declared once, here, as ``SAGCConfig`` and
-    ``PredictorConfig`` declare theirs (``sagc.settings``): checked on construction, and the
-    pipeline schema's ``sagc_prompt`` block is generated from the three."""
+    """Typed ``sagc_prompt`` block. ``hash_dim`` 256: the tiny world's 26 letters x 2 edge
+    positions x 2 edges barely collide (with 32 columns the features predict an unseen
+    problem's log-length at r = 0.12, with 256 at 0.84). Keys are declared once, here
+    (``sagc.settings``): checked on construction, and the pipeline schema is made from them."""
 
     sagc: SAGCConfig = field(default_factory=SAGCConfig)
     predictor: PredictorConfig = field(default_factory=PredictorConfig)

@@ -1,12 +1,6 @@
-"""``sagc-prompt``: SAGC that knows whether the next round is a short or a long one.
-
-Tail batching makes short and long rounds whose straggler risks differ, and one posterior
-over both would pick a G that fits neither; ``PromptAwareSAGC`` keeps one SAGC controller per
-round kind, so each kind, and the whole run, meets the budget. ``build_prompt_sagc`` is the
-registry's builder (the hybrid, or tail batching alone at a fixed G).
-
-How the two controllers and the stream fit together: docs/prompt-aware.md, "The
-`sagc-prompt` policy".
+"""``sagc-prompt``: one SAGC controller per round kind (short, long), since one posterior over
+both kinds' straggler risks would pick a G that fits neither; ``build_prompt_sagc`` is the
+registry's builder. How they fit together: docs/prompt-aware.md ("The hybrid policy").
 """
 
 from __future__ import annotations
@@ -65,19 +59,14 @@ class PromptAwareSAGC(GroupSizer):
         self.round_long = False
         self.tail = tail
 
-    def attach(self, schedule: RoundSchedule) -> None:
-        """The prompt stream whose round kinds choose the controller."""
-        self.schedule = schedule
-
     def prompt_stream(
         self, base: PromptStream, token_ids: Sequence[Sequence[int]] | None = None, features: np.ndarray | None = None
     ) -> PromptStream:
         """The tail-batching stream (``tail_batching``), attached; ``base`` without ``tail``."""
         if self.tail is None:
             return base
-        stream = tail_batching(self.tail, base, token_ids, features)
-        self.attach(stream)
-        return stream
+        self.schedule = tail_batching(self.tail, base, token_ids, features)  # its round kinds choose the controller
+        return self.schedule
 
     @property
     def max_group_size(self) -> int:

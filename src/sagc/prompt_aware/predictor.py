@@ -1,11 +1,8 @@
-"""Per-prompt completion-length prediction, online, from the lengths SAGC already observes.
-
-Each prompt's rollout log-length is predicted as a normal whose upper quantile (``risk``) is
-what makes a synchronous step wait; a feature model for unseen prompts and each prompt's
-own history are combined by empirical-Bayes shrinkage, all as running sums so an update is
-cheap and the state exact. Nothing but lengths is used.
-
-The model, its three parts and their formulas: docs/prompt-aware.md, "The length predictor".
+"""Per-prompt completion-length prediction, online, from the lengths SAGC already observes:
+a normal over each prompt's rollout log-length whose upper quantile (``risk``) is what makes a
+synchronous step wait. A feature model and each prompt's own history are combined by
+empirical-Bayes shrinkage, as running sums (cheap updates, exact state). The model and its
+formulas: docs/prompt-aware.md ("The predictor").
 """
 
 from __future__ import annotations
@@ -33,19 +30,11 @@ MIN_WITHIN_VAR = 1e-4
 
 @dataclass(frozen=True)
 class PredictorConfig:
-    """Knobs of ``PromptLengthPredictor`` (defaults in brackets, why in the comments).
-
-    - ``quantile`` [0.9]: the upper quantile of one rollout's length that ``risk`` reports.
-    - ``history_decay`` [0.5]: weight of a prompt's older observations each time it is seen
-      again: the last epoch counts double the one before (lengths drift over training).
-    - ``ridge`` [1.0]: L2 penalty of the feature regression (features are O(1)).
-    - ``prior_strength`` [4.0]: pseudo-rollouts of the pooled spread in a prompt's own spread.
-    - ``min_between_var`` [0.01]: floor of the between-prompt variance (log units; 0.1 in sd),
-      so early estimates never shrink every prompt fully onto the feature model.
-
-    Each field's type, range and meaning are declared once, here (``sagc.settings``): they are
-    checked on construction and make these keys of the pipeline's ``sagc_prompt`` block.
-    """
+    """Knobs of ``PromptLengthPredictor``, declared once here (``sagc.settings``: checked on
+    construction, keys of the pipeline's ``sagc_prompt`` block). Why the defaults: a prompt's
+    last epoch counts double the one before (lengths drift over training); features are O(1),
+    so ridge 1; the floor of the between-prompt variance (0.1 in sd) keeps early estimates
+    from shrinking every prompt fully onto the feature model."""
 
     quantile: Annotated[
         Number(ge=0.5, lt=1), Field(description="upper quantile of a rollout's length: the risk score")

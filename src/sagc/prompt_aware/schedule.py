@@ -1,12 +1,7 @@
-"""Tail batching: a ``PromptStream`` that defers prompts predicted long into long rounds.
-
-A synchronous step waits for its longest rollout; gathering the prompts predicted long into
-dedicated long rounds lets the other rounds finish early. Every prompt is still trained
-once per epoch and on-policy; only the order within an epoch changes, by a bounded delay,
-and a resumed run draws exactly the prompts the uninterrupted one would have.
-
-How rounds are formed, the queue and the saved state: docs/prompt-aware.md, "Tail batching:
-the schedule".
+"""Tail batching: a ``PromptStream`` that defers prompts predicted long into long rounds, so
+the other rounds finish early. Every prompt is still trained once per epoch, on-policy, and a
+resumed run draws exactly the prompts of an uninterrupted one. Rounds, queue and state:
+docs/prompt-aware.md ("Tail batching: the schedule").
 """
 
 from __future__ import annotations

@@ -25,7 +25,6 @@ from sagc.simulate.engine import (
     run_fixed,
     simulate,
     step_costs,
-    straggler_ratio,
     summary_table,
 )
 from sagc.simulate.sources import CachedSource, ParametricLengths, RealRunLengths, ReplayLengths
@@ -35,6 +34,6 @@ __all__ = [
     "CachedSource", "ParametricLengthConfig", "ParametricLengths", "RealRunLengthConfig", "RealRunLengths",
     "ReplayConfig", "ReplayLengths",
     "SimConfig", "SizingResult", "SweepConfig", "ThroughputConfig", "TraceStep", "load_config",
-    "read_trace", "run_controller", "run_fixed", "simulate", "step_costs", "straggler_ratio",
+    "read_trace", "run_controller", "run_fixed", "simulate", "step_costs",
     "summary_table", "write_trace",
 ]  # fmt: skip

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from sagc.simulate import prompt_world as pw
 from sagc.simulate.calibrate import calibrate
-from sagc.simulate.config import SimConfig, SweepConfig, load_config
+from sagc.simulate.config import SimConfig, load_config
 from sagc.simulate.engine import simulate, summary_table
 from sagc.simulate.report import write_figures, write_tables
 from sagc.simulate.suite import WORLDS, SuiteConfig, run_suite, write_suite
@@ -32,8 +32,7 @@ def _run(args: argparse.Namespace) -> int:
         cfg = cfg.replace(seed=args.seed)
     t0 = time.perf_counter()
     rows = summary_table(simulate(cfg))
-    sweep = cfg.sweep or SweepConfig()
-    sweep_rows = run_sweep(cfg, sweep)
+    sweep_rows = run_sweep(cfg)
     best = best_settings(sweep_rows)
     meta = {"config": cfg.to_dict(), "sweep_best": best, "simulation_seconds": time.perf_counter() - t0}
     write_tables(args.out_table, rows, sweep_rows, meta)
@@ -44,21 +43,14 @@ def _run(args: argparse.Namespace) -> int:
             f"{r['sizing']:>8}: straggler {100 * r['straggler_rate']:5.1f}%  {r['total_hours']:7.2f} h  "
             f"mean G {r['mean_group_size']:5.2f}  padding eff {r['padding_efficiency']:.3f}  {extra}"
         )
-    f = best["fastest"]
-    print(
-        f"sweep fastest: tau={f['tau']} delta={f['delta']} ({best['reference']}={f[best['reference']]:.2f})"
-        if best["reference"]
-        else f"sweep fastest: tau={f['tau']} delta={f['delta']}"
+    f, ref, b = best["fastest"], best["reference"], best["best_within_budget"]
+    print(f"sweep fastest: tau={f['tau']} delta={f['delta']}" + (f" ({ref}={f[ref]:.2f})" if ref else ""))
+    within = (
+        f"tau={b['tau']} delta={b['delta']} rate={b['straggler_rate']:.3f} mean G={b['mean_group_size']:.2f}"
+        if b
+        else "none met its budget"
     )
-    b = best["best_within_budget"]
-    print(
-        "sweep best within budget: "
-        + (
-            f"tau={b['tau']} delta={b['delta']} rate={b['straggler_rate']:.3f} mean G={b['mean_group_size']:.2f}"
-            if b
-            else "none met its budget"
-        )
-    )
+    print(f"sweep best within budget: {within}")
     return 0
 
 

@@ -19,11 +19,19 @@ from typing import Annotated, Any
 from pydantic import ConfigDict, Field, PlainValidator, field_validator, model_validator
 
 from sagc.config_models import Expect, Flag, NonNegativeInt, Number, OneOf, PositiveInt, Section, Text
-from sagc.controller import SAGCConfig, fixed_group_size, parse_sizing
+from sagc.controller import SAGCConfig, parse_sizing
 
 DECODE_BATCHING = ("continuous", "static")
 LENGTH_SOURCES = ("parametric", "replay", "real_run")
 UPSAMPLE = ("group", "step")
+
+
+def _check_clip(lengths):
+    if lengths.max_tokens < lengths.min_tokens:
+        raise ValueError(
+            f"lengths.max_tokens ({lengths.max_tokens}) must be >= lengths.min_tokens ({lengths.min_tokens})"
+        )
+    return lengths
 
 
 class ThroughputConfig(Section):
@@ -95,11 +103,7 @@ class ParametricLengthConfig(Section):
 
     @model_validator(mode="after")
     def _check_clip(self) -> "ParametricLengthConfig":
-        if self.max_tokens < self.min_tokens:
-            raise ValueError(
-                f"lengths.max_tokens ({self.max_tokens}) must be >= lengths.min_tokens ({self.min_tokens})"
-            )
-        return self
+        return _check_clip(self)
 
 
 class RealRunLengthConfig(Section):
@@ -108,20 +112,10 @@ class RealRunLengthConfig(Section):
     Per prompt p and completion j, ``L = scale * exp(prompt_sigma * z_p + c_pj + sigma * z_pj)``
     with the component ``c_pj`` a short answer (``ln short_scale``, probability
     ``short_prob``), a runaway (``ln long_scale``, probability ``long_prob``) or the body
-    (0): a mixture of three log-normals of one shape. A single log-normal with the run's
-    within-prompt sd of log length (0.85) puts about twice the run's share above 2.5x the
-    group median (12 % vs 6.2 %) and a straggler in 83 % of groups of 8 (vs 60 %); here the
-    body is narrower (0.50), the short answers carry the rest of the spread below the median
-    and the runaways the tail above it. Rounded to whole tokens and clipped to
-    ``[min_tokens, max_tokens]`` (``max_tokens``: the generation cap).
-
-    Defaults: fitted by Nelder-Mead on 20,000 groups of 8 to the tail table and the run's
-    p99 / median (2,711 / 466; docs/history/2026-12-03-real-run-lengths.md); the rows it
-    matches and the one it misses are stated and checked in
-    ``tests/simulate/test_real_run.py``. ``scale`` 767 tokens is the log-normal scale of a
-    real math RL workload (the run's own median is 466; only the cap and the absolute costs
-    depend on it, not a ratio); ``max_tokens`` 16,384 lies above the run's longest
-    completion (10,112) and truncates ~0.003 % of completions.
+    (0): a mixture of three log-normals of one shape (a single log-normal cannot match the
+    run's tail). Rounded to whole tokens and clipped to ``[min_tokens, max_tokens]``
+    (``max_tokens``: the generation cap). How the defaults were fitted, and why one
+    log-normal fails: docs/history/2026-12-03-real-run-lengths.md.
     """
 
     section_key = "lengths"
@@ -141,14 +135,9 @@ class RealRunLengthConfig(Section):
             raise ValueError(
                 f"lengths.short_prob + lengths.long_prob must be <= 1, got {self.short_prob} + {self.long_prob}"
             )
-        if self.max_tokens < self.min_tokens:
-            raise ValueError(
-                f"lengths.max_tokens ({self.max_tokens}) must be >= lengths.min_tokens ({self.min_tokens})"
-            )
-        return self
+        return _check_clip(self)
 
 
-#: The lengths block of each source.
 class ReplayConfig(Section):
     """Replay of a recorded ``lengths.jsonl`` trace (format: ``sagc.trace``).
 
@@ -255,10 +244,6 @@ class SimConfig(Section):
         if len(set(sizings)) != len(sizings):
             raise ValueError(f"sizings has duplicates: {list(sizings)}")
         return sizings
-
-    @property
-    def fixed_sizes(self) -> tuple[int, ...]:
-        return tuple(g for g in map(fixed_group_size, self.sizings) if g is not None)
 
     @property
     def pool_width(self) -> int:

@@ -2,12 +2,7 @@
 
 One simulated step: the controller picks G, every prompt of the step gets G rollouts from
 the length pool (``sagc.simulate.sources``), the controller observes them, and the step
-costs (``ThroughputConfig``)::
-
-    rollout = prefill_token_s * rows * prompt_tokens
-              + decode_step_s * max(L) + decode_token_s * sum(L)   (continuous batching)
-    train   = train_token_s * rows * (prompt_tokens + max(L))      (padded to the longest)
-    step    = step_overhead_s + rollout + train
+costs what ``ThroughputConfig`` says (its docstring has the formula).
 
 Two paths compute the same numbers: a vectorised one for fixed G (no controller in the
 loop: numpy over thousands of steps at once, >100k steps/s) and a loop that calls any
@@ -16,7 +11,6 @@ loop: numpy over thousands of steps at once, >100k steps/s) and a loop that call
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,12 +29,6 @@ SECONDS_PER_HOUR = 3600.0
 # ----------------------------------------------------------------- step statistics
 
 
-def straggler_ratio(block: np.ndarray, scope: str = "step") -> np.ndarray:
-    """max/median of each step of ``block`` (steps, prompts, G), as ``sagc.lengths`` does
-    (``sagc.lengths.block_ratios``), so the vectorised flags equal ``observe``'s."""
-    return block_ratios(block, scope)
-
-
 @dataclass
 class StepCosts:
     """Per-step seconds and token counts of a block of steps (arrays of equal length)."""
@@ -50,7 +38,6 @@ class StepCosts:
     step_s: np.ndarray
     tokens: np.ndarray  # sum(L): generated tokens
     padded_tokens: np.ndarray  # rows * max(L): the synchronous batch's footprint
-    max_len: np.ndarray
 
 
 def step_costs(block: np.ndarray, tp: ThroughputConfig) -> StepCosts:
@@ -69,7 +56,6 @@ def step_costs(block: np.ndarray, tp: ThroughputConfig) -> StepCosts:
         step_s=tp.step_overhead_s + rollout + train,
         tokens=total,
         padded_tokens=rows * mx,
-        max_len=mx,
     )
 
 
@@ -89,7 +75,6 @@ class SizingResult:
     step_s: np.ndarray
     tokens: np.ndarray
     padded_tokens: np.ndarray
-    wall_s: float = 0.0  # host seconds the simulation itself took
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -132,8 +117,7 @@ class SizingResult:
 # ----------------------------------------------------------------- simulation
 
 
-def _concat(parts: list[np.ndarray], dtype=None) -> np.ndarray:
-    return np.concatenate(parts).astype(dtype) if dtype is not None else np.concatenate(parts)
+_COSTS = ("rollout_s", "train_s", "step_s", "tokens", "padded_tokens")
 
 
 def _block_steps(block: Block) -> int:
@@ -143,7 +127,7 @@ def _block_steps(block: Block) -> int:
 def _costs_by_group_size(block: Block, sizes: np.ndarray, tp: ThroughputConfig) -> dict[str, np.ndarray]:
     """Costs of every step of a block, each at its own G (vectorised per distinct G)."""
     n = _block_steps(block)
-    out = {k: np.empty(n) for k in ("rollout_s", "train_s", "step_s", "tokens", "padded_tokens")}
+    out = {k: np.empty(n) for k in _COSTS}
     if isinstance(block, np.ndarray):
         for g in np.unique(sizes):
             idx = np.flatnonzero(sizes == g)
@@ -164,38 +148,35 @@ def _prompts_per_step(block: Block) -> np.ndarray:
     return np.array([p.shape[0] for p in block])
 
 
-def run_fixed(g: int, source, steps: int, width: int, tp: ThroughputConfig, tau: float, scope: str) -> SizingResult:
-    """Fixed G, vectorised: no controller call; the straggler flag is computed exactly as
-    ``FixedGroupSize.observe`` would (checked by the tests)."""
-    t0 = time.perf_counter()
-    parts: dict[str, list] = {
-        k: [] for k in ("ratio", "rollout_s", "train_s", "step_s", "tokens", "padded_tokens", "prompts")
-    }
+def _run(source, steps: int, width: int, tp: ThroughputConfig, sizes_of) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Every block of ``source`` at the group sizes ``sizes_of(block)`` picks: the sizes, each
+    step's costs and its prompts, concatenated over the run."""
+    parts: dict[str, list] = {k: [] for k in ("group_size", *_COSTS, "prompts")}
     for _, block in source.blocks(steps, width):
-        if isinstance(block, np.ndarray):
-            sub = block[:, :, :g]
-            parts["ratio"].append(straggler_ratio(sub, scope))
-        else:
-            parts["ratio"].append(np.array([straggler_ratio(p[None, :, :g], scope)[0] for p in block]))
-        costs = _costs_by_group_size(block, np.full(_block_steps(block), g), tp)
-        for k, v in costs.items():
+        sizes = sizes_of(block)
+        parts["group_size"].append(sizes)
+        for k, v in _costs_by_group_size(block, sizes, tp).items():
             parts[k].append(v)
         parts["prompts"].append(_prompts_per_step(block))
-    ratio = _concat(parts["ratio"])
-    n = ratio.size
-    return SizingResult(
-        sizing=f"g{g}",
-        group_size=np.full(n, g),
-        straggler=ratio > tau,
-        ratio=ratio,
-        rollout_s=_concat(parts["rollout_s"]),
-        train_s=_concat(parts["train_s"]),
-        step_s=_concat(parts["step_s"]),
-        tokens=_concat(parts["tokens"]),
-        padded_tokens=_concat(parts["padded_tokens"]),
-        wall_s=time.perf_counter() - t0,
-        extra={"prompts": _concat(parts["prompts"])},
-    )
+    return {k: np.concatenate(v) for k, v in parts.items()}
+
+
+def run_fixed(g: int, source, steps: int, width: int, tp: ThroughputConfig, tau: float, scope: str) -> SizingResult:
+    """Fixed G, vectorised: no controller call; the straggler flag is computed exactly as
+    ``FixedGroupSize.observe`` would (both use ``sagc.lengths.block_ratios``; checked by the tests)."""
+    ratios = []
+
+    def sizes_of(block: Block) -> np.ndarray:
+        if isinstance(block, np.ndarray):
+            ratios.append(block_ratios(block[:, :, :g], scope))
+        else:
+            ratios.append(np.array([block_ratios(p[None, :, :g], scope)[0] for p in block]))
+        return np.full(_block_steps(block), g)
+
+    run = _run(source, steps, width, tp, sizes_of)
+    ratio = np.concatenate(ratios)
+    prompts = run.pop("prompts")
+    return SizingResult(sizing=f"g{g}", straggler=ratio > tau, ratio=ratio, **run, extra={"prompts": prompts})
 
 
 def run_controller(
@@ -204,34 +185,25 @@ def run_controller(
     """Any group sizer, one ``next_group_size`` / ``observe`` pair per step."""
     if sizer.max_group_size > width:
         raise ValueError(f"the sizer can choose G={sizer.max_group_size} but the length pool is {width} wide")
-    t0 = time.perf_counter()
-    sizes, flags, ratios, prompts = [], [], [], []
-    costs: dict[str, list] = {k: [] for k in ("rollout_s", "train_s", "step_s", "tokens", "padded_tokens")}
-    for _, block in source.blocks(steps, width):
-        n = _block_steps(block)
-        g_block = np.empty(n, dtype=int)
-        for i in range(n):
-            g = sizer.next_group_size()
-            rec = sizer.observe(block[i][:, :g])
-            g_block[i] = g
+    flags, ratios = [], []
+
+    def sizes_of(block: Block) -> np.ndarray:
+        sizes = np.empty(_block_steps(block), dtype=int)
+        for i in range(sizes.size):
+            sizes[i] = sizer.next_group_size()
+            rec = sizer.observe(block[i][:, : sizes[i]])
             flags.append(rec.straggler)
             ratios.append(rec.ratio)
-        sizes.append(g_block)
-        for k, v in _costs_by_group_size(block, g_block, tp).items():
-            costs[k].append(v)
-        prompts.append(_prompts_per_step(block))
+        return sizes
+
+    run = _run(source, steps, width, tp, sizes_of)
+    prompts = run.pop("prompts")
     return SizingResult(
         sizing=name or type(sizer).__name__,
-        group_size=_concat(sizes),
         straggler=np.asarray(flags, dtype=bool),
         ratio=np.asarray(ratios, dtype=float),
-        rollout_s=_concat(costs["rollout_s"]),
-        train_s=_concat(costs["train_s"]),
-        step_s=_concat(costs["step_s"]),
-        tokens=_concat(costs["tokens"]),
-        padded_tokens=_concat(costs["padded_tokens"]),
-        wall_s=time.perf_counter() - t0,
-        extra={"prompts": _concat(prompts)},
+        **run,
+        extra={"prompts": prompts},
     )
 
 

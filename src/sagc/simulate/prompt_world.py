@@ -187,7 +187,7 @@ def run_policy(sizer, stream, world, steps: int, prompts: int, tp: ThroughputCon
     """``steps`` synchronous steps of ``prompts`` prompts; lengths per prompt visit."""
     visits = np.zeros(world.n, dtype=int)
     sizes, flags, ratios, long_rounds = [], [], [], []
-    costs: dict[str, list] = {k: [] for k in ("rollout_s", "train_s", "step_s", "tokens", "padded_tokens", "max_len")}
+    costs: dict[str, list] = {k: [] for k in ("rollout_s", "train_s", "step_s", "tokens", "padded_tokens")}
     for t in range(steps):
         g = sizer.next_group_size()
         idx = stream.take(prompts)
@@ -208,8 +208,7 @@ def run_policy(sizer, stream, world, steps: int, prompts: int, tp: ThroughputCon
         sizing=name, group_size=np.asarray(sizes), straggler=np.asarray(flags, dtype=bool),
         ratio=np.asarray(ratios), rollout_s=arr["rollout_s"], train_s=arr["train_s"], step_s=arr["step_s"],
         tokens=arr["tokens"], padded_tokens=arr["padded_tokens"],
-        extra={"prompts": np.full(steps, prompts), "decode_steps": arr["max_len"],
-               "long_round": np.asarray(long_rounds, dtype=bool)},
+        extra={"prompts": np.full(steps, prompts), "long_round": np.asarray(long_rounds, dtype=bool)},
     )  # fmt: skip
 
 
@@ -264,7 +263,7 @@ def run_seed(suite: PromptSuite, seed: int) -> list[dict[str, Any]]:
         tail = stream is not base  # the policy orders the prompts: rates per round kind
         rows.append({
             "world": suite.name, "seed": seed, "policy": p.name,
-            "decode_steps": float(r.extra["decode_steps"].sum()),
+            "decode_steps": float(r.decode_steps.sum()),
             "step_s": float(r.step_s.sum()),
             "straggler_rate": float(r.straggler.mean()),
             "mean_group_size": float(r.group_size.mean()),

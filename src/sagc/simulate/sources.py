@@ -58,20 +58,24 @@ class ParametricLengths:
             stop = min(start + BLOCK_STEPS, steps)
             yield start, self.block(b, width)[: stop - start]
 
+    def _block_start(self, b: int) -> tuple[int, np.ndarray]:
+        """The steps of block ``b`` and its prompts' standard-normal scale draws."""
+        n = min(BLOCK_STEPS, self.total_steps - b * BLOCK_STEPS)
+        if n <= 0:
+            raise ValueError(f"block {b} is past the last step ({self.total_steps})")
+        prompt_rng = np.random.default_rng(np.random.SeedSequence([self.seed, b, _PROMPT_STREAM]))
+        return n, prompt_rng.standard_normal((n, self.prompts))
+
     def block(self, b: int, width: int) -> np.ndarray:
         """The whole block ``b`` (``BLOCK_STEPS`` steps, the last one possibly shorter)."""
         cfg = self.cfg
-        start = b * BLOCK_STEPS
-        n = min(BLOCK_STEPS, self.total_steps - start)
-        if n <= 0:
-            raise ValueError(f"block {b} is past the last step ({self.total_steps})")
-        t = np.arange(start, start + n, dtype=float)
+        n, prompt_z = self._block_start(b)
+        t = np.arange(b * BLOCK_STEPS, b * BLOCK_STEPS + n, dtype=float)
         frac = t / (self.total_steps - 1) if self.total_steps > 1 else np.zeros(n)
         log_median = math.log(cfg.median_start) + frac * math.log(cfg.median_end / cfg.median_start)
         tail_prob = cfg.tail_prob_start + frac * (cfg.tail_prob_end - cfg.tail_prob_start)
 
-        prompt_rng = np.random.default_rng(np.random.SeedSequence([self.seed, b, _PROMPT_STREAM]))
-        log_scale = log_median[:, None] + cfg.prompt_sigma * prompt_rng.standard_normal((n, self.prompts))
+        log_scale = log_median[:, None] + cfg.prompt_sigma * prompt_z
         scale = np.exp(log_scale)  # (n, P)
         q = np.broadcast_to(tail_prob[:, None], (n, self.prompts))
         tail_base = scale * cfg.tail_min
@@ -112,11 +116,8 @@ class RealRunLengths(ParametricLengths):
 
     def block(self, b: int, width: int) -> np.ndarray:
         cfg = self.cfg
-        n = min(BLOCK_STEPS, self.total_steps - b * BLOCK_STEPS)
-        if n <= 0:
-            raise ValueError(f"block {b} is past the last step ({self.total_steps})")
-        prompt_rng = np.random.default_rng(np.random.SeedSequence([self.seed, b, _PROMPT_STREAM]))
-        log_scale = math.log(cfg.scale) + cfg.prompt_sigma * prompt_rng.standard_normal((n, self.prompts))
+        n, prompt_z = self._block_start(b)
+        log_scale = math.log(cfg.scale) + cfg.prompt_sigma * prompt_z
         short, long = math.log(cfg.short_scale), math.log(cfg.long_scale)
         out = np.empty((n, self.prompts, width))
         for j in range(width):
@@ -169,10 +170,7 @@ class ReplayLengths:
         if steps > len(self.trace) and not self.cfg.cycle:
             raise ValueError(f"the trace has {len(self.trace)} steps, {steps} were asked for (set lengths.cycle: true)")
         rng = np.random.default_rng(self.seed)
-        rows: list[np.ndarray] = []
-        for t in range(steps):
-            rec = self.trace[t % len(self.trace)]
-            rows.append(self._pool_step(rec, width, rng))
+        rows = [self._pool_step(self.trace[t % len(self.trace)], width, rng) for t in range(steps)]
         if len({r.shape[0] for r in rows}) == 1:
             yield 0, np.stack(rows)
         else:

@@ -55,16 +55,12 @@ def build_base_model(
     size=None,
     warm=None,
     eval_samples: int = 128,
-    sample=None,
     log_every: int = 0,
 ) -> dict:
     """Build, warm-start, evaluate on ``eval_samples`` eval rows, save; return the report.
 
-    ``size``: ``ModelSize``; ``warm``: ``WarmStartParams``; ``sample``: ``SampleParams``
-    (defaults when None).
-
-    Accuracy is measured on the *train* distribution (the eval split: held out from train,
-    same distribution), both greedy and sampled at the training temperature.
+    ``size``: ``ModelSize``; ``warm``: ``WarmStartParams`` (defaults when None). Accuracy is
+    measured on the eval split (the train distribution), greedy and at the training temperature.
     """
     import torch
 
@@ -75,7 +71,7 @@ def build_base_model(
     t0 = time.perf_counter()
     size = (size or ModelSize()).validate()
     warm = (warm or WarmStartParams()).validate()
-    sample = (sample or SampleParams()).validate()
+    sample = SampleParams()
     if isinstance(eval_samples, bool) or not isinstance(eval_samples, int) or eval_samples < 0:
         raise ValueError(f"eval_samples must be a non-negative integer, got {eval_samples!r}")
     tok = load_tokenizer(tokenizer_dir)

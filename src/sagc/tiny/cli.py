@@ -1,29 +1,14 @@
 """``python -m sagc.tiny <command>``: the pipeline steps that build and check the tiny world.
 
-Commands (every flag has a default; bad values exit with a message naming the flag)::
-
-    data        --out DIR [--seed 0] [--n-train 4000 --n-eval 256 --n-heldout 128
-                 --median-steps 3 --sigma-steps 0.3 --min-steps 2 --max-steps 5
-                 --heldout-min-steps 6 --heldout-max-steps 8 --modulus 10 --operators "+-"]
-    tokenizer   --data DIR --out DIR [--vocab-size 384]
-    base-model  --arch qwen2|llama --data DIR --tokenizer DIR --out DIR [--seed 0]
-                [--hidden-size ... --num-layers ... (ModelSize)]
-                [--warm-steps 1000 --warm-batch-size 16 --warm-learning-rate 3e-3
-                 --warm-miscount-frac 0.3 --warm-slip-frac 0.15 --warm-check-frac 0.12
-                 --warm-lesson-frac 0.5 ... (WarmStartParams)]
-                [--eval-samples 128] [--threads 1]
-    measure     --model DIR --data DIR --out FILE.json [--group-sizes 4 8 16] [--steps 30]
-                [--tau 2.0] [--prompts-per-step 2] [--temperature 1.0]
-                [--max-completion-length 160] [--split train] [--seed 0] [--threads 1]
-
-What each writes: src/sagc/tiny/README.md ("Pipeline steps").
+Commands: ``data``, ``tokenizer``, ``base-model``, ``measure``; ``<command> --help`` lists
+every flag and its default (bad values exit with a message naming the flag). What each
+writes: src/sagc/tiny/README.md ("Pipeline steps").
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 from dataclasses import fields
 from pathlib import Path
 
@@ -45,12 +30,10 @@ def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def _add_dataclass_flags(p: argparse.ArgumentParser, cls, prefix: str = "", skip=()) -> None:
+def _add_dataclass_flags(p: argparse.ArgumentParser, cls, prefix: str = "") -> None:
     """One flag per dataclass field, default and type taken from the dataclass."""
     defaults = cls()
     for f in fields(cls):
-        if f.name in skip:
-            continue
         default = getattr(defaults, f.name)
         p.add_argument(
             _flag(prefix + f.name),
@@ -209,7 +192,3 @@ def main(argv: list[str] | None = None) -> int:
         report["split"] = args.split
         _emit(report, args.out)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

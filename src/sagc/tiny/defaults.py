@@ -6,8 +6,7 @@
 * ``DEFAULT_TEMPERATURE`` = 1.0: the training sampling temperature.
 * ``DEFAULT_MAX_COMPLETION_LENGTH`` = 160 tokens: about 5x the median completion (~29
   tokens) and longer than every train completion the warm start teaches (a two-check row of
-  a 5-step problem is ~151 tokens). Held-out problems (6-8 steps, up to ~220 tokens with
-  two checks) need a larger evaluation cap: ``DEFAULT_EVAL_MAX_NEW_TOKENS`` = 256.
+  a 5-step problem is ~151 tokens).
 * ``DEFAULT_VOCAB_SIZE`` = 384: upper bound of the BPE vocabulary (the task text is small,
   so training stops at ~360 tokens).
 """
@@ -16,5 +15,4 @@ DEFAULT_TAU = 2.0
 DEFAULT_PROMPTS_PER_STEP = 2
 DEFAULT_TEMPERATURE = 1.0
 DEFAULT_MAX_COMPLETION_LENGTH = 160
-DEFAULT_EVAL_MAX_NEW_TOKENS = 256
 DEFAULT_VOCAB_SIZE = 384

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import random
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
@@ -152,23 +152,6 @@ def describe_lengths(lengths: list[int], cap: int) -> dict:
     }
 
 
-@dataclass
-class GroupSizeResult:
-    group_size: int
-    steps: int
-    straggler_rate: float
-    mean_ratio: float
-    reward_mean: float
-    varied_group_frac: float  # groups whose correctness is not all-equal (RL signal)
-    generate_seconds_mean: float
-    update_seconds_mean: float  # forward + backward on the step's rollouts
-    generation_share: float  # generate / (generate + update)
-    lengths: dict = field(default_factory=dict)
-    tail: dict = field(default_factory=dict)  # lengths.tail_table of its groups (G >= 8)
-    behaviours: dict = field(default_factory=dict)
-    ratios: list = field(default_factory=list)
-
-
 def measure_group_sizes(
     model,
     tokenizer,
@@ -179,7 +162,6 @@ def measure_group_sizes(
     tau: float = DEFAULT_TAU,
     params: SampleParams | None = None,
     seed: int = 0,
-    measure_update: bool = True,
 ) -> dict:
     """Simulate ``steps`` rollout phases per G and report the straggler rate and lengths."""
     params = (params or SampleParams()).validate()
@@ -208,8 +190,7 @@ def measure_group_sizes(
             t0 = time.perf_counter()
             texts, lens, batch = sample_completions(model, tokenizer, prompts, params, return_batch=True)
             secs.append(time.perf_counter() - t0)
-            if measure_update:
-                upd.append(time_update(model, batch))
+            upd.append(time_update(model, batch))
             answers = [r["answer"] for r in chunk for _ in range(g)]
             correct = correctness_reward(None, texts, answer=answers)
             groups = [lens[i * g : (i + 1) * g] for i in range(prompts_per_step)]
@@ -226,28 +207,28 @@ def measure_group_sizes(
         if g >= TAIL_GROUP_SIZE:
             tail_groups += g_groups
         results.append(
-            GroupSizeResult(
-                group_size=g,
-                steps=steps,
-                straggler_rate=float(np.mean(flags)),
-                mean_ratio=float(np.mean(ratios)),
-                reward_mean=float(np.mean(rewards)),
-                varied_group_frac=float(np.mean(varied)),
-                generate_seconds_mean=float(np.mean(secs)),
-                update_seconds_mean=float(np.mean(upd)) if upd else float("nan"),
-                generation_share=float(np.sum(secs) / (np.sum(secs) + np.sum(upd))) if upd else float("nan"),
-                lengths=describe_lengths(lens_g, params.max_new_tokens),
-                tail=tail_table(g_groups) if g >= TAIL_GROUP_SIZE else {},
-                behaviours=behaviour_shares(texts_g, prompts_g, rewards),
-                ratios=[round(r, 3) for r in ratios],
-            )
+            {
+                "group_size": g,
+                "steps": steps,
+                "straggler_rate": float(np.mean(flags)),
+                "mean_ratio": float(np.mean(ratios)),
+                "reward_mean": float(np.mean(rewards)),
+                "varied_group_frac": float(np.mean(varied)),  # groups whose correctness varies (RL signal)
+                "generate_seconds_mean": float(np.mean(secs)),
+                "update_seconds_mean": float(np.mean(upd)),  # forward + backward on the step's rollouts
+                "generation_share": float(np.sum(secs) / (np.sum(secs) + np.sum(upd))),
+                "lengths": describe_lengths(lens_g, params.max_new_tokens),
+                "tail": tail_table(g_groups) if g >= TAIL_GROUP_SIZE else {},  # lengths.tail_table (G >= 8)
+                "behaviours": behaviour_shares(texts_g, prompts_g, rewards),
+                "ratios": [round(r, 3) for r in ratios],
+            }
         )
     return {
         "tau": tau,
         "prompts_per_step": prompts_per_step,
         "sampling": asdict(params),
         "seed": seed,
-        "per_group_size": [asdict(r) for r in results],
+        "per_group_size": results,
         "lengths": describe_lengths(all_lengths, params.max_new_tokens),
         # The length tail at the real run's group size, over every G >= 8, beside the real run's.
         "tail": tail_table(tail_groups),

@@ -10,7 +10,7 @@ dominated by generation, big enough to learn the task partly in a minute.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from sagc.tiny.tokenizer import save_tokenizer
@@ -36,17 +36,10 @@ class ModelSize:
     rope_theta: float = 10000.0
 
     def validate(self) -> ModelSize:
-        for name in (
-            "hidden_size",
-            "num_layers",
-            "num_heads",
-            "num_kv_heads",
-            "intermediate_size",
-            "max_position_embeddings",
-        ):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"model parameter {name!r} must be a positive integer, got {v!r}")
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if f.type == "int" and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+                raise ValueError(f"model parameter {f.name!r} must be a positive integer, got {v!r}")
         if self.hidden_size % self.num_heads:
             raise ValueError(
                 f"model parameter 'hidden_size' ({self.hidden_size}) must be divisible by "

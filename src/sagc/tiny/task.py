@@ -16,7 +16,7 @@ import math
 import random
 import re
 import string
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
@@ -79,18 +79,9 @@ class TaskParams:
             v = getattr(self, f.name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
                 fail(f.name, "must be a finite number")
-        for name in (
-            "modulus",
-            "min_steps",
-            "max_steps",
-            "heldout_min_steps",
-            "heldout_max_steps",
-            "n_train",
-            "n_eval",
-            "n_heldout",
-        ):
-            if int(getattr(self, name)) != getattr(self, name):
-                fail(name, "must be an integer")
+        for f in fields(self):
+            if f.type == "int" and int(getattr(self, f.name)) != getattr(self, f.name):
+                fail(f.name, "must be an integer")
         if not 2 <= self.modulus <= 10:
             fail("modulus", "must be in [2, 10] so that every value is one digit")
         if self.min_steps < 1:
@@ -307,20 +298,27 @@ def generate_splits(params: TaskParams, seed: int) -> dict[str, list[dict]]:
     return out
 
 
-def write_jsonl(rows: Iterable[dict], path: Path) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8") as fh:
-        for row in rows:
-            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
-
-
 REQUIRED_COLUMNS = ("prompt", "answer", "solution", "n_steps")
 
 
-def read_jsonl(path: Path) -> list[dict]:
-    """Read a split file; raise ``ValueError`` naming the file on a malformed row."""
-    path = Path(path)
+def write_splits(out_dir: Path, params: TaskParams, seed: int) -> dict[str, int]:
+    """Generate and write ``train/eval/heldout.jsonl`` plus ``task.json`` (params + seed)."""
+    out_dir = Path(out_dir)
+    splits = generate_splits(params, seed)
+    for split, rows in splits.items():
+        sagc.io.atomic_write_text(
+            out_dir / f"{split}.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+        )
+    meta = {"seed": seed, "params": params.to_dict(), "sizes": {k: len(v) for k, v in splits.items()}}
+    sagc.io.atomic_write_json(out_dir / "task.json", meta)
+    return meta["sizes"]
+
+
+def load_split(data_dir: Path, split: str) -> list[dict]:
+    """The rows of a split file; ``ValueError`` naming the file on a malformed row."""
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+    path = Path(data_dir) / f"{split}.jsonl"
     if not path.is_file():
         raise ValueError(f"data file not found: {path}")
     rows = []
@@ -332,23 +330,6 @@ def read_jsonl(path: Path) -> list[dict]:
             raise ValueError(f"{path}:{i}: missing column(s) {missing}")
         rows.append(row)
     return rows
-
-
-def write_splits(out_dir: Path, params: TaskParams, seed: int) -> dict[str, int]:
-    """Generate and write ``train/eval/heldout.jsonl`` plus ``task.json`` (params + seed)."""
-    out_dir = Path(out_dir)
-    splits = generate_splits(params, seed)
-    for split, rows in splits.items():
-        write_jsonl(rows, out_dir / f"{split}.jsonl")
-    meta = {"seed": seed, "params": params.to_dict(), "sizes": {k: len(v) for k, v in splits.items()}}
-    (out_dir / "task.json").write_text(json.dumps(meta, indent=2) + "\n")
-    return meta["sizes"]
-
-
-def load_split(data_dir: Path, split: str) -> list[dict]:
-    if split not in SPLITS:
-        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
-    return read_jsonl(Path(data_dir) / f"{split}.jsonl")
 
 
 def iter_texts(data_dir: Path) -> Iterator[str]:

@@ -1,0 +1,33 @@
+"""Memoising a function of a pipeline config on the config's content: a Snakefile parse asks
+for the same derived values (each cell's resolution, a model's vLLM share) from many helpers,
+and each is computed once."""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def per_config(fn: Callable[..., T]) -> Callable[..., T]:
+    """``fn(config, *args)`` memoised on ``config``'s content and ``args`` (the last few
+    configs: a parse needs one; tests and API callers load several). Treat what it returns
+    as read-only."""
+    memo: dict[str, T] = {}
+
+    @functools.wraps(fn)
+    def wrapper(config: dict[str, Any], *args: Any) -> T:
+        try:
+            key = json.dumps([config, args], sort_keys=True, default=repr)
+        except TypeError:  # keys of mixed types cannot be sorted: no memo
+            return fn(config, *args)
+        if key not in memo:
+            if len(memo) >= 16:
+                del memo[next(iter(memo))]
+            memo[key] = fn(config, *args)
+        return memo[key]
+
+    return wrapper
