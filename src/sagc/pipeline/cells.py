@@ -85,11 +85,6 @@ def resolved_cell(config: dict[str, Any], cell: Cell) -> tuple[dict[str, Any], T
     return entry
 
 
-def train_cell(config: dict[str, Any], grid: Grid, cell: Cell) -> TrainConfig:
-    """The ``TrainConfig`` of a training cell's ``cell.json``, as the job loads it."""
-    return resolved_cell(config, cell)[1]
-
-
 def cell_settings(config: dict[str, Any], grid: Grid, cell: Cell) -> dict[str, Any]:
     """A training cell's settings, in ``sagc.train``'s cell format, before they are resolved."""
     spec = config["models"][cell.model]

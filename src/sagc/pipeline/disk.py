@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from sagc.pipeline.cells import train_cell
+from sagc.pipeline.cells import resolved_cell
 from sagc.pipeline.grid import Cell, Grid
 from sagc.pipeline.memory import Architecture, architecture_of
 from sagc.pipeline.world import world_of
@@ -237,7 +237,7 @@ def plan(config: dict[str, Any], grid: Grid) -> list[tuple[Cell, CellDisk]]:
     params = {m: model_params(config, grid, m) for m in grid.models}
     out = []
     for cell in grid.cells():
-        cfg = train_cell(config, grid, cell)
+        cfg = resolved_cell(config, cell)[1]
         n, why = params[cell.model]
         if cfg.launch.strategy not in MODELLED_STRATEGIES:
             n, why = None, f"strategy {cfg.launch.strategy}: DeepSpeed's checkpoint layout is not modelled"

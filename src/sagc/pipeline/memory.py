@@ -510,11 +510,7 @@ def auto_accumulation(config: dict[str, Any], model: str, settings: dict[str, An
     of the same size whatever its G: sized at a SAGC cell's own largest G, its G = 4 steps
     would train in passes a quarter of the g4 cell's (docs/cluster.md, "GPU memory plan")."""
     if card_gib(config) is None:
-        raise ValueError(
-            "train.gradient_accumulation_steps=auto needs device.gpu_memory_gib (and "
-            "device.use_cpu=false): the pipeline sizes the micro-batch for that card "
-            "(sagc.pipeline.memory); a cell run by hand states a number"
-        )
+        return {}  # auto stays: resolve_cell refuses it, naming the card key it needs
     train = TrainSection.from_dict(settings["train"])
     algo = resolve_algorithm(AlgorithmSection.from_dict(settings["algorithm"]), train.max_completion_length)
     smallest = min(grid_group_sizes(config))
