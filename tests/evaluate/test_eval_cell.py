@@ -1,8 +1,8 @@
 """The evaluation cell: what the pipeline resolves for each evaluation job (every setting of
 the evaluate block under its own name), what ``run --config`` and the flags of ``run`` read
-(the same keys), and the config checks that refuse bad evaluation settings before any job."""
+(the same keys). Bad evaluation settings are refused before any job, naming the key:
+tests/pipeline/test_config.py."""
 
-import copy
 import json
 from pathlib import Path
 
@@ -12,7 +12,7 @@ import yaml
 from sagc.evaluate.cli import build_parser, cell_from_args, main
 from sagc.evaluate.config import EvalConfig
 from sagc.pipeline.cells import eval_cell_config
-from sagc.pipeline.config import ConfigError, load_config, prepare
+from sagc.pipeline.config import load_config, prepare
 from sagc.pipeline.evaluation import EVAL_PIPELINE_KEYS, staged_benchmarks
 from sagc.pipeline.grid import Grid
 from sagc.pipeline.schema import EvaluateBlock
@@ -65,25 +65,6 @@ def test_a_config_without_tasks_evaluates_its_worlds_tasks():
     config = prepare(config, "test.yaml")
     grid = Grid.from_config(config)
     assert eval_cell_config(config, grid, next(iter(grid.cells())))["tasks"] == ["tiny_arith", "tiny_arith_heldout"]
-
-
-@pytest.mark.parametrize(
-    "evaluate, expected",
-    [
-        ({"tasks": ["tiny_arith", "gsm8k"]}, "config key 'evaluate.tasks': unknown task 'gsm8k'"),
-        ({"tasks": ["aime24_boxed"]}, "config key 'evaluate.tasks': task 'aime24_boxed' belongs to world 'hub'"),
-        ({"batch_size": "lots"}, "config key 'evaluate.batch_size'"),
-        ({"threads": 0}, "config key 'evaluate.threads'"),
-        ({"dtpye": "float32"}, "config key 'evaluate.dtpye': unknown key"),
-        ({"repeats": {"tiny_arith_heldout": 4}}, "config key 'evaluate.repeats.tiny_arith_heldout'"),
-    ],
-)
-def test_bad_evaluation_settings_fail_before_any_job_naming_the_key(evaluate, expected):
-    config = yaml.safe_load((REPO / "configs" / "default.yaml").read_text())
-    config["evaluate"].update(evaluate)
-    with pytest.raises(ConfigError) as err:
-        prepare(copy.deepcopy(config), "configs/mine.yaml")
-    assert "configs/mine.yaml" in str(err.value) and expected in str(err.value)
 
 
 def _flags(cell: dict) -> list[str]:

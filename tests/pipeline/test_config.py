@@ -1,4 +1,5 @@
-"""Pipeline configs: the shipped ones are valid; bad ones fail naming the key."""
+"""Pipeline configs: the shipped ones are valid; bad ones fail naming the file and the key
+(the one list of bad values, checked where the pipeline reads a config)."""
 
 import copy
 import importlib.util
@@ -66,6 +67,32 @@ def raw(name="default"):
             "config key 'evaluate.repeats.aime24_boxed': not one of the evaluated tasks",
         ),
         (lambda c: c["evaluate"].update(repeats={"tiny_arith": 0}), "config key 'evaluate.repeats'"),
+        (
+            lambda c: c["evaluate"].update(repeats={"tiny_arith_heldout": 4}),
+            "config key 'evaluate.repeats.tiny_arith_heldout'",
+        ),
+        (
+            lambda c: c["evaluate"].update(tasks=["tiny_arith", "gsm8k"]),
+            "config key 'evaluate.tasks': unknown task 'gsm8k'",
+        ),
+        (
+            lambda c: c["evaluate"].update(tasks=["aime24_boxed"]),
+            "config key 'evaluate.tasks': task 'aime24_boxed' belongs to world 'hub'",
+        ),
+        (lambda c: c["evaluate"].update(batch_size="lots"), "config key 'evaluate.batch_size'"),
+        (lambda c: c["evaluate"].update(threads=0), "config key 'evaluate.threads'"),
+        (lambda c: c["evaluate"].update(dtpye="float32"), "config key 'evaluate.dtpye': unknown key"),
+        (lambda c: c["sagc"].update(selection="greedy"), "config key 'sagc.selection'"),
+        (lambda c: c["sagc"].update(counterfactual="yes"), "config key 'sagc.counterfactual'"),
+        (
+            lambda c: c.update(sagc_variants={"fast": {"counterfactul": True}}, sizings=["sagc-fast"]),
+            "config key 'sagc_variants.fast': unknown SAGCConfig key(s): ['counterfactul']",
+        ),
+        # a variant no sizing uses is checked too
+        (
+            lambda c: c.update(sagc_variants={"spare": {"counterfactual": 1}}),
+            "config key 'sagc_variants.spare': SAGCConfig.counterfactual",
+        ),
     ],
 )
 def test_bad_config_names_file_and_key(mutate, expected):
