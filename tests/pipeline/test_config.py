@@ -60,7 +60,7 @@ def raw(name="default"):
         ),
         (lambda c: c["algorithm_overrides"].update(dapo={"epsilon_hi": 0.3}), "algorithm.epsilon_hi"),
         (lambda c: c.update(rewards={"correctness": 1.0, "lenght": 0.1}), "lenght"),
-        (lambda c: c.update(seeds=[1, 5]), "config key 'seeds': [1] are also dev_seeds"),
+        (lambda c: c.update(seeds=[1, 40]), "config key 'seeds': [1] are also dev_seeds"),
         (lambda c: c["tiny"].update(world_seed=-1), "config key 'tiny.world_seed'"),
         (
             lambda c: c["evaluate"].update(repeats={"aime24_boxed": 64}),
