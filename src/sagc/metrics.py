@@ -1,58 +1,8 @@
 """Stable names of the per-step metrics that the trainer logs to W&B.
 
 The trainer (``sagc.train``) writes them, the aggregation (``sagc.aggregate``) reads them:
-change a name here and both sides follow. One W&B history row is logged per *rollout*
-step (one synchronous generate-score-update round); ``STEP`` counts them from 1. GRPO does
-one optimizer update per step; DAPO does several (its off-policy mini-batches), so TRL's
-optimizer step (and the checkpoint folder number) can be a multiple of ``STEP``. TRL's own
-metrics (KL, entropy, clip ratios, ...) are logged alongside under a ``trl/`` prefix.
-
-| name                         | meaning                                                        |
-|------------------------------|----------------------------------------------------------------|
-| ``step``                     | rollout step (1-based)                                         |
-| ``sagc/group_size``          | G used for this step's rollouts                                |
-| ``sagc/straggler``           | 1 if max/median completion length > tau, else 0                |
-| ``sagc/length_ratio``        | max/median completion length (scope as configured)             |
-| ``sagc/straggler_rate``      | running mean of ``sagc/straggler`` up to this step             |
-| ``sagc/lambda``              | SAGC's dual variable after this step's update (absent: fixed G)|
-| ``sagc/posterior_mean/g<G>`` | posterior mean straggler risk of candidate G (SAGC only)       |
-| ``time/rollout_s``           | seconds spent generating rollouts: per generation round the    |
-|                              | slowest rank's, summed over the step's rounds (DAPO refills)   |
-| ``time/weight_sync_s``       | seconds copying the policy's weights to vLLM (not in rollout_s)|
-| ``time/refill_sync_s``       | the part of weight_sync_s spent in DAPO refill rounds (vLLM    |
-|                              | sleep mode pushes the whole policy again every round)          |
-| ``time/vllm_wake_s``         | vLLM sleep mode: waking the KV cache before and sleeping after |
-|                              | each generation (not in rollout_s; absent without sleep mode)  |
-| ``time/gather_wait_s``       | a rank's wait for the slowest one after generating (the longest|
-|                              | wait of a round, summed; not in rollout_s or postprocess)      |
-| ``time/rollout_postprocess_s`` | tokenizing, stop trimming, decoding (not in rollout_s)       |
-| ``time/step_s``              | seconds of the whole step (generation + scoring + update)      |
-| ``time/step_no_refill_sync_s`` | step_s less refill_sync_s: the step without the refill pushes|
-| ``time/wallclock_s``         | cumulative training seconds (sum of step_s, survives resume)   |
-| ``time/cpu_s``               | process CPU seconds of the step (immune to time-slicing)       |
-| ``time/cpu_total_s``         | cumulative CPU seconds (survives resume)                       |
-| ``cost/decode_steps``        | sum over generate calls of the longest completion: the decode  |
-|                              | steps of a synchronous rollout (what a straggler prolongs)     |
-| ``cost/padded_tokens``       | sum over generate calls of rows x longest: completion positions|
-|                              | HF generate computes, padding included                         |
-| ``cost/prompt_padding``      | pad tokens added to left-pad each call's prompts               |
-| ``cost/generate_calls``      | generate calls in the step (DAPO refill rounds add calls)      |
-| ``cost/train_padded_tokens`` | rows x (padded prompt + completion width) x num_iterations: the|
-|                              | tokens of the training passes, padding included                |
-| ``tokens/generated``         | completion tokens generated this step                          |
-| ``tokens/padding_efficiency``| sum(lengths) / (rollouts * max length)                         |
-| ``reward/mean``, ``reward/std`` | total reward over the step's rollouts                       |
-| ``length/mean|median|max``   | completion length in tokens (truncated rows included)          |
-| ``length/truncated_frac``    | fraction of rollouts that hit the length cap                   |
-| ``batch/prompts``            | prompts in the step (after dynamic sampling)                   |
-| ``batch/rollouts``           | rollouts in the step (prompts * G)                             |
-| ``batch/long_round``         | 1 if tail batching made this a long round, else 0              |
-| ``dapo/ds_rounds``           | extra dynamic-sampling generation rounds (DAPO)                |
-| ``dapo/ds_dropped_groups``   | groups dropped by dynamic sampling: accuracy all 0 or all 1    |
-| ``dapo/ds_filter_disagree``  | groups of the step's rounds kept by one criterion and dropped  |
-|                              | by the other: correctness (DAPO's) vs the total reward         |
-| ``dapo/ds_seconds``          | seconds spent in the extra rounds (included in rollout_s)      |
-| ``train/loss``               | the policy loss of the step                                    |
+change a name here and both sides follow. One W&B history row per *rollout* step; what
+each metric means: docs/trainer.md ("What a step logs").
 """
 
 STEP = "step"

@@ -1,55 +1,11 @@
 """SAGC: Straggler-Aware Group Control, and the fixed-G baseline with the same interface.
 
 The controller picks the group size G of the next synchronous rollout from completion
-lengths alone (no gradients, rewards or model internals). Per step t:
-
-1. ``next_group_size()`` — among the *eligible* candidates (the current G and its
-   neighbours within ``radius`` in the sorted candidate list: the paper's local-search
-   restriction), draw a straggler risk ``p~_G ~ Beta(alpha_G, beta_G)`` for each (Thompson
-   sampling) and pick the G maximising the Lagrangian score ``log2(G) - lambda * p~_G``.
-2. The trainer generates G completions per prompt and calls ``observe(lengths)``:
-   - straggler event ``S_t = 1[max(L) / median(L) > tau]`` over the whole synchronous step
-     (``scope="step"``, default) or, with ``scope="group"``, if any prompt group's own
-     max/median exceeds tau;
-   - projected dual ascent ``lambda <- clip(lambda + eta * (S_t - delta), 0, lambda_max)``;
-   - forgetting: every candidate's posterior decays toward the prior,
-     ``(a, b) <- gamma * (a, b) + (1 - gamma) * (a0, b0)``, so an estimate that has not been
-     refreshed for a while becomes uncertain again and can recover when lengths drift;
-   - the posterior of the G that was used gets the observation: ``a += S_t, b += 1 - S_t``.
-
-Defaults (the paper leaves them open; each is a config key, declared with its type, range and
-meaning on ``SAGCConfig``):
-
-- ``tau = 2.0``: a step whose longest rollout is more than twice the median one spends over
-  half its decode time waiting on a single straggler.
-- ``delta = 0.3``: tolerate straggling in at most ~30% of steps.
-- ``eta = 0.5``: utilities of neighbouring sizes differ by 1 (log2 of a doubling), so lambda
-  must reach O(1 / risk gap) ~ 1-5 to move G down; at eta = 0.5 a run of stragglers gets
-  there within a handful of steps, while a quiet step lowers lambda by only eta * delta.
-- ``lambda_max = 20.0``: the upper clip; keeps the dual bounded when even the smallest G
-  violates the budget, so the controller can come back quickly when the risk falls.
-- ``forgetting = 0.95``: an effective memory of ~1 / (1 - 0.95) = 20 steps, short enough to
-  track the growth of chains of thought over training.
-- ``prior = (1.0, 1.0)``: uniform Beta prior: no belief about any candidate's risk.
-- ``initial = None``: the first rollout uses the middle candidate (8 for (4, 8, 16)), so
-  the controller can move either way afterwards.
-- ``radius = 1``: only neighbouring sizes are eligible, as in the paper.
-
-Two options go beyond the paper; both are off by default, and with both off the
-controller is the paper's algorithm, bit for bit (pinned by the tests):
-
-- ``counterfactual = True``: a step run at G holds, for every candidate G' < G, exact
-  samples of a G' step on the same prompts (completions of a prompt are i.i.d., so the
-  completions ``k G' .. (k+1) G' - 1`` of every prompt are one). ``observe`` updates the
-  posterior of every smaller candidate with the straggler *fraction* over the ``G // G'``
-  disjoint sub-steps (a fractional observation of weight one), measured with the step's
-  ``scope``. The posteriors of smaller sizes then learn at every step instead of decaying
-  to the prior while unvisited.
-- ``selection = "constrained"``: instead of maximising the Lagrangian score, pick among the
-  eligible candidates the largest G whose Thompson-sampled risk is <= delta, or the
-  smallest eligible one when none is. This reacts to the posteriors at once instead of
-  waiting for lambda to climb to 1 / (risk gap). lambda and its update are still computed
-  and recorded, so logs and plots stay comparable.
+lengths alone (no gradients, rewards or model internals): Thompson sampling of a Beta
+straggler risk per candidate G, the Lagrangian score ``log2(G) - lambda * p~_G``, projected
+dual ascent on lambda, forgetting, local search. The per-step algorithm, every default and
+the reason for it, and the two options beyond the paper: docs/controller.md ("The
+algorithm, step by step").
 
 Everything random flows through one seeded ``numpy.random.Generator`` whose state is part
 of ``state_dict()``, so a run stopped at any step and resumed from its JSON state yields
