@@ -4,7 +4,8 @@
 
 Draws groups of 8 SFT targets per training problem from the warm start's behaviour mix
 (``sagc.tiny.warmstart.draw_behaviour``, any ``--warm-*`` flag of ``python -m sagc.tiny
-base-model``), counts their tokens with the world's tokenizer (+ eos) and prints the table a
+base-model``; lessons left out: their start is context, which the model does not learn to
+produce), counts their tokens with the world's tokenizer (+ eos) and prints the table a
 straggler report prints (``sagc.lengths.tail_table``) beside the real run's. A base model
 imitates its mix, so this predicts its table in seconds instead of a warm start's minutes:
 the default config's mix reads sd of log length 0.40 and 7.4 % over 2.5x the median where
