@@ -66,7 +66,7 @@ _BOUNDS = {
 }
 
 
-def _model_in(annotation: Any) -> type[BaseModel] | None:
+def model_in(annotation: Any) -> type[BaseModel] | None:
     """The model a field holds (also through ``Optional``), else ``None``."""
     for candidate in (annotation, *typing.get_args(annotation)):
         if isinstance(candidate, type) and issubclass(candidate, BaseModel):
@@ -74,7 +74,7 @@ def _model_in(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
-def _keys(model: type[BaseModel]) -> dict[str, FieldInfo]:
+def file_keys(model: type[BaseModel]) -> dict[str, FieldInfo]:
     """A model's fields by the key a file states them with: a field's validation alias (the
     file's name for it, where the Python name differs), else its name."""
     return {
@@ -86,9 +86,9 @@ def _keys(model: type[BaseModel]) -> dict[str, FieldInfo]:
 def _field_at(model: type[BaseModel] | None, loc: tuple) -> tuple[FieldInfo | None, int]:
     """The innermost field ``loc`` names, and how many parts of ``loc`` lead to it."""
     info, depth = None, 0
-    while depth < len(loc) and model is not None and loc[depth] in _keys(model):
-        info = _keys(model)[loc[depth]]
-        model, depth = _model_in(info.annotation), depth + 1
+    while depth < len(loc) and model is not None and loc[depth] in file_keys(model):
+        info = file_keys(model)[loc[depth]]
+        model, depth = model_in(info.annotation), depth + 1
     return info, depth
 
 
@@ -111,7 +111,12 @@ def _dotted(loc: tuple) -> str:
 def describe(err: ValidationError, model: type[BaseModel], prefix: tuple = ()) -> str:
     """``err`` as one message, a clause per problem naming the dotted key, the value and what
     was expected (pydantic's own text also lists input types and documentation links)."""
-    clauses: list[str] = []
+    return "; ".join(clauses(err, model, prefix))
+
+
+def clauses(err: ValidationError, model: type[BaseModel], prefix: tuple = ()) -> list[str]:
+    """``describe``'s clauses, one per problem, without repeats."""
+    out: list[str] = []
     unknown: dict[tuple, list[str]] = {}
     errors = err.errors(include_url=False)
     for e in errors:
@@ -122,31 +127,36 @@ def describe(err: ValidationError, model: type[BaseModel], prefix: tuple = ()) -
             unknown.setdefault(loc[:-1], []).append(str(loc[-1]))
             continue
         if kind in ("value_error", "assertion_error"):
-            clauses.append(str(e["ctx"]["error"]))  # the validator's own message names its keys
+            msg = str(e["ctx"]["error"])  # the validator's own message names its keys
+            if loc and isinstance(loc[-1], str) and msg.startswith(f"{loc[-1]} "):
+                msg = _dotted(prefix + loc) + msg[len(loc[-1]) :]  # a field's name, as a dotted key
+            out.append(msg)
             continue
         if kind == "missing":
-            clauses.append(f"{_dotted(prefix + loc)} is required")
+            out.append(f"{_dotted(prefix + loc)} is required")
             continue
         info, depth = _field_at(model, loc)
         words = _expectation(info) if info is not None and all(isinstance(p, int) for p in loc[depth:]) else None
         if words is not None:
             loc = loc[:depth]  # "train.stop must be a list of ..." rather than "train.stop[0] ..."
+        elif kind == "literal_error":
+            words = f"one of {e['ctx']['expected']}"
         elif kind in _BOUNDS:
             name, sign = _BOUNDS[kind]
             words = f"{sign} {e['ctx'][name]}"
         else:
             words = _WORDS.get(kind)
         key = _dotted(prefix + loc)
-        clauses.append(f"{key} must be {words}, got {e['input']!r}" if words else f"{key}: {e['msg']}")
+        out.append(f"{key} must be {words}, got {e['input']!r}" if words else f"{key}: {e['msg']}")
     for parent, keys in unknown.items():
-        owner = _model_in(_field_at(model, parent)[0].annotation) if parent else model
-        allowed = f" (allowed: {sorted(_keys(owner))})" if owner is not None else ""
+        owner = model_in(_field_at(model, parent)[0].annotation) if parent else model
+        allowed = f" (allowed: {sorted(file_keys(owner))})" if owner is not None else ""
         where = _dotted(prefix + parent)
         if where:
-            clauses.append(f"unknown key(s) in {where}: {', '.join(f'{where}.{k}' for k in keys)}{allowed}")
+            out.append(f"unknown key(s) in {where}: {', '.join(f'{where}.{k}' for k in keys)}{allowed}")
         else:
-            clauses.append(f"unknown top-level key(s): {', '.join(keys)}{allowed}")
-    return "; ".join(dict.fromkeys(clauses))
+            out.append(f"unknown top-level key(s): {', '.join(keys)}{allowed}")
+    return list(dict.fromkeys(out))
 
 
 class Section(BaseModel):

@@ -19,13 +19,13 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _config(*names: str) -> dict:
-    """A config file (overlays merged in order) with the schema's defaults, as the Snakefile has it."""
+    """A config file (overlays merged in order) with the model's defaults, as the Snakefile has it."""
     from snakemake.utils import update_config
 
     config: dict = {}
     for name in names:
         update_config(config, yaml.safe_load((REPO / "configs" / name).read_text()))
-    fill_defaults(config, yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text()))
+    fill_defaults(config)
     return config
 
 

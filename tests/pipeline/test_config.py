@@ -42,15 +42,20 @@ def raw(name="default"):
 @pytest.mark.parametrize(
     "mutate, expected",
     [
-        (lambda c: c["train"].update(stepz=3), "config key 'train.stepz': unknown key"),
-        (lambda c: c["train"].update(steps="many"), "config key 'train.steps': 'many' is not of type 'integer'"),
-        (lambda c: c["train"].update(prompts_per_step=0), "config key 'train.prompts_per_step'"),
-        (lambda c: c.update(sizings=["g4", "g-8"]), "config key 'sizings.1'"),
-        (lambda c: c.update(algorithms=["ppo"]), "config key 'algorithms.0'"),
-        (lambda c: c["sagc"].update(delta=1.5), "config key 'sagc.delta'"),
-        (lambda c: c["sagc"].update(tau=1.0), "config key 'sagc.tau'"),
-        (lambda c: c.update(world="moon"), "config key 'world'"),
-        (lambda c: c.pop("train"), "'train' is a required property"),
+        (lambda c: c["train"].update(stepz=3), "unknown key(s) in train: train.stepz"),
+        (lambda c: c["train"].update(steps="many"), "train.steps must be a positive integer, got 'many'"),
+        (lambda c: c["train"].update(prompts_per_step=0), "train.prompts_per_step must be a positive integer, got 0"),
+        # a rule across keys of a block, checked at the boundary (it used to crash the memory plan)
+        (lambda c: c["train"].update(prompts_per_step=None), "exactly one of train.prompts_per_step"),
+        (lambda c: c["train"].update(seed=3), "train.seed is not a pipeline key"),
+        # an integral float is no integer: the evaluation job would refuse it after training
+        (lambda c: c["evaluate"].update(limit=64.0), "evaluate.limit must be a positive integer, got 64.0"),
+        (lambda c: c.update(sizings=["g4", "g-8"]), "config key 'sizings' must be 'g<N>' (e.g. 'g16')"),
+        (lambda c: c.update(algorithms=["ppo"]), "algorithms[0] must be one of 'grpo' or 'dapo', got 'ppo'"),
+        (lambda c: c["sagc"].update(delta=1.5), "sagc.delta must be < 1.0, got 1.5"),
+        (lambda c: c["sagc"].update(tau=1.0), "sagc.tau must be > 1.0, got 1.0"),
+        (lambda c: c.update(world="moon"), "world must be one of 'tiny' or 'hub', got 'moon'"),
+        (lambda c: c.pop("train"), "train is required"),
         (lambda c: c.update(sizings=["sagc-slow"]), "config key 'sizings': 'sagc-slow' needs 'sagc_variants.slow'"),
         (lambda c: c["models"].update({"tiny-x": {}}), "config key 'models.tiny-x.arch'"),
         (lambda c: c["sagc"].update(candidates=[4, 4, 8]), "config key 'sagc': SAGCConfig.candidates has duplicates"),
@@ -61,12 +66,15 @@ def raw(name="default"):
         (lambda c: c["algorithm_overrides"].update(dapo={"epsilon_hi": 0.3}), "algorithm.epsilon_hi"),
         (lambda c: c.update(rewards={"correctness": 1.0, "lenght": 0.1}), "lenght"),
         (lambda c: c.update(seeds=[1, 40]), "config key 'seeds': [1] are also dev_seeds"),
-        (lambda c: c["tiny"].update(world_seed=-1), "config key 'tiny.world_seed'"),
+        (lambda c: c["tiny"].update(world_seed=-1), "tiny.world_seed must be >= 0, got -1"),
         (
             lambda c: c["evaluate"].update(repeats={"aime24_boxed": 64}),
             "config key 'evaluate.repeats.aime24_boxed': not one of the evaluated tasks",
         ),
-        (lambda c: c["evaluate"].update(repeats={"tiny_arith": 0}), "config key 'evaluate.repeats'"),
+        (
+            lambda c: c["evaluate"].update(repeats={"tiny_arith": 0}),
+            "evaluate.repeats must be a positive integer or a mapping",
+        ),
         (
             lambda c: c["evaluate"].update(repeats={"tiny_arith_heldout": 4}),
             "config key 'evaluate.repeats.tiny_arith_heldout'",
@@ -79,11 +87,17 @@ def raw(name="default"):
             lambda c: c["evaluate"].update(tasks=["aime24_boxed"]),
             "config key 'evaluate.tasks': task 'aime24_boxed' belongs to world 'hub'",
         ),
-        (lambda c: c["evaluate"].update(batch_size="lots"), "config key 'evaluate.batch_size'"),
-        (lambda c: c["evaluate"].update(threads=0), "config key 'evaluate.threads'"),
-        (lambda c: c["evaluate"].update(dtpye="float32"), "config key 'evaluate.dtpye': unknown key"),
-        (lambda c: c["sagc"].update(selection="greedy"), "config key 'sagc.selection'"),
-        (lambda c: c["sagc"].update(counterfactual="yes"), "config key 'sagc.counterfactual'"),
+        (
+            lambda c: c["evaluate"].update(batch_size="lots"),
+            "evaluate.batch_size must be a positive integer, 'auto' or 'auto:N', got 'lots'",
+        ),
+        (lambda c: c["evaluate"].update(threads=0), "evaluate.threads must be a positive integer, got 0"),
+        (lambda c: c["evaluate"].update(dtpye="float32"), "unknown key(s) in evaluate: evaluate.dtpye"),
+        (
+            lambda c: c["sagc"].update(selection="greedy"),
+            "sagc.selection must be one of ['lagrangian', 'constrained'], got 'greedy'",
+        ),
+        (lambda c: c["sagc"].update(counterfactual="yes"), "sagc.counterfactual must be true or false, got 'yes'"),
         (
             lambda c: c.update(sagc_variants={"fast": {"counterfactul": True}}, sizings=["sagc-fast"]),
             "config key 'sagc_variants.fast': unknown SAGCConfig key(s): ['counterfactul']",
@@ -164,7 +178,7 @@ def test_invalid_config_fails_before_any_job(tmp_path):
     )
     assert proc.returncode != 0
     out = proc.stdout + proc.stderr
-    assert "config key 'sagc.delta'" in out and str(bad) in out
+    assert "sagc.delta must be > 0.0, got 0" in out and str(bad) in out
     assert not (tmp_path / "results").exists(), "no job may run on an invalid config"
 
 
@@ -188,7 +202,7 @@ def test_a_name_that_is_not_a_plain_identifier_is_rejected(name):
     config["name"] = name
     with pytest.raises(ConfigError) as err:
         prepare(config, "configs/bad.yaml")
-    assert "config key 'name'" in str(err.value)
+    assert "name must be a plain name" in str(err.value)
 
 
 def test_the_grid_itself_refuses_a_path_as_name():

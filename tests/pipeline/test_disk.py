@@ -25,7 +25,6 @@ from tests.train import conftest as train_conftest
 from tests.train.conftest import cell_dict
 
 REPO = Path(__file__).resolve().parents[2]
-SCHEMA = REPO / "workflow/schemas/config.schema.yaml"  # tests that chdir elsewhere
 #: Published parameter counts (model cards): what the estimate is checked against.
 PUBLISHED = {"qwen2.5-3b": 3.09e9, "llama-3.2-3b": 3.21e9}
 #: The trainer tests' throwaway world (a random tiny Llama and its prompts), as a fixture here.
@@ -37,7 +36,7 @@ def config_of(name: str, **device) -> dict:
     config.setdefault("device", {}).update(device)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the paper config's KV-cache warning
-        return prepare(config, f"configs/{name}", schema_path=SCHEMA)
+        return prepare(config, f"configs/{name}")
 
 
 def by_model(config: dict) -> dict[str, disk.CellDisk]:
@@ -198,7 +197,7 @@ def test_a_hub_model_without_a_count_is_unknown_not_guessed(tmp_path, monkeypatc
     config["device"].update(gpu_memory_gib=None, vllm_gpu_memory_utilization=0.3)  # auto needs the card too
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        config = prepare(config, "configs/paper.yaml", schema_path=SCHEMA)
+        config = prepare(config, "configs/paper.yaml")
     rep = disk.report(config, Grid.from_config(config), free_bytes=lambda path: 10**9)
     assert rep.unknown == {
         "mystery": "models.mystery: 'sagc-test/not-a-cached-model' is not in the local Hugging Face cache"

@@ -30,11 +30,7 @@ from sagc.pipeline.trainer_defaults import train_setting
 from sagc.pipeline.world import world_of
 
 # Fails here, before any job, naming the file and the key.
-prepare(
-    config,
-    ", ".join(map(str, workflow.overwrite_configfiles)) or "configs/default.yaml",
-    schema_path=os.path.join(workflow.basedir, "workflow/schemas/config.schema.yaml"),
-)
+prepare(config, ", ".join(map(str, workflow.overwrite_configfiles)) or "configs/default.yaml")
 
 # SLURM's early warning (--signal=USR1@..., profiles/slurm) reaches every process of a job
 # step, this Snakemake included, which has no handler for it and would die: ignore it here

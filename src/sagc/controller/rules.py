@@ -88,10 +88,10 @@ class RuleConfig:
         return d
 
     @classmethod
-    def json_schema(cls) -> dict[str, Any]:
-        """The pipeline schema's block: the rule's own keys (the shared ones come from ``sagc``)."""
+    def block_model(cls, base: type) -> type:
+        """The pipeline config's block: the rule's own keys (the shared ones come from ``sagc``)."""
         own = tuple(f.name for f in fields(RuleConfig))
-        return block_model(cls, f"{cls.__name__}Block", exclude=own).model_json_schema()
+        return block_model(cls, f"{cls.__name__}Block", base=base, exclude=own)
 
 
 @dataclass(frozen=True)

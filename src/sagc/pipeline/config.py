@@ -2,21 +2,26 @@
 boundary (jobs receive already-valid cells and trust them).
 
 Two layers, both run when the Snakefile is parsed (so ``snakemake -n`` already fails): the
-JSON schema generated from ``sagc.pipeline.schema.PipelineConfig``, then the checks a schema
-cannot express, named by key or cell id; then the schema's defaults are filled in
-(``fill_defaults``). What each layer checks: docs/architecture.md ("One source of truth",
-validation).
+typed model (``sagc.pipeline.schema.pipeline_model``), then the checks that need the
+registry, the task files or the grid, named by key or cell id; in between, the model's
+defaults are filled in (``fill_defaults``). What each layer checks: docs/architecture.md
+("Validation happens at two boundaries").
 """
 
 from __future__ import annotations
 
-import copy
+import json
+import typing
 import warnings
 from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import BaseModel, ValidationError
+from pydantic.fields import FieldInfo
+from pydantic_core import to_jsonable_python
 
+from sagc.config_models import clauses, file_keys, model_in
 from sagc.controller import POLICIES, Sizing, parse_sizing
 from sagc.evaluate.taskcfg import task_metas
 from sagc.pipeline.cells import resolved_cells
@@ -24,10 +29,9 @@ from sagc.pipeline.evaluation import eval_settings
 from sagc.pipeline.grid import check_name
 from sagc.pipeline.launch import config_problems
 from sagc.pipeline.memory import cell_kv_shortfall
+from sagc.pipeline.schema import FILL_NULL, FILLED, key_order, pipeline_model
 from sagc.pipeline.world import world_of
 from sagc.vllm_support import check_installed_vllm
-
-SCHEMA = Path("workflow/schemas/config.schema.yaml")  # sagc.pipeline.schema.SCHEMA_FILE
 
 
 class KVCacheWarning(UserWarning):
@@ -42,30 +46,17 @@ def _dotted(path) -> str:
     return ".".join(str(p) for p in path) or "<top level>"
 
 
-def check_schema(config: dict[str, Any], source: str, schema: Path | str | dict = SCHEMA) -> None:
-    import jsonschema
-
-    if not isinstance(schema, dict):
-        schema = yaml.safe_load(Path(schema).read_text())
-    validator = jsonschema.Draft202012Validator(schema)
-    errors = sorted(
-        validator.iter_errors(config), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path)))
-    )
-    if not errors:
-        return
-    lines = []
-    for err in errors:
-        where = _dotted(err.absolute_path)
-        if err.validator == "additionalProperties":
-            allowed = sorted(err.schema.get("properties", {}))
-            extra = sorted(set(err.instance) - set(allowed)) if isinstance(err.instance, dict) else []
-            for key in extra:
-                key_path = f"{where}.{key}" if err.absolute_path else key
-                hint = f" (allowed: {', '.join(allowed)})" if allowed else ""
-                lines.append(f"config key '{key_path}': unknown key{hint}")
-        else:
-            lines.append(f"config key '{where}': {err.message}")
-    raise ConfigError(f"{source}: invalid config\n  " + "\n  ".join(lines))
+def check_types(config: dict[str, Any], source: str) -> None:
+    """Types, ranges, unknown keys and the checks within a block, against the pipeline's typed
+    model (``sagc.pipeline.schema.pipeline_model``); one line per problem, naming the key."""
+    model = pipeline_model()
+    try:
+        # as JSON, as a config file states it: a list is a valid tuple, "3" is no integer
+        model.model_validate_json(json.dumps(config))
+    except TypeError as err:
+        raise ConfigError(f"{source}: invalid config: not plain YAML data ({err})") from None
+    except ValidationError as err:
+        raise ConfigError(f"{source}: invalid config\n  " + "\n  ".join(clauses(err, model))) from None
 
 
 def check_semantics(config: dict[str, Any], source: str) -> None:
@@ -77,12 +68,6 @@ def check_semantics(config: dict[str, Any], source: str) -> None:
         problems.append(str(err))
     problems += world_of(config).problems(config)
 
-    tuned_on = sorted(set(config["seeds"]) & set(config.get("dev_seeds", [])))
-    if tuned_on:
-        problems.append(
-            f"config key 'seeds': {tuned_on} are also dev_seeds (settings were tuned on them); "
-            "report seeds must be fresh"
-        )
     problems += _evaluate_problems(config)
     problems += _sizing_problems(config)
     problems += config_problems(config)  # launch: strategies, DeepSpeed, the train rule's GPUs
@@ -164,30 +149,40 @@ def load_config(*paths: str | Path) -> dict[str, Any]:
     return prepare(config, ", ".join(map(str, paths)))
 
 
-def fill_defaults(instance: Any, schema: dict[str, Any]) -> None:
-    """Fill the schema's defaults into a config that passed it, in place, as Snakemake's
-    ``validate(set_default=True)`` does (absent keys of every object, nested ones too),
-    without validating the config a second time."""
-    if not isinstance(instance, dict):
-        return
-    props = schema.get("properties", {})
-    for key, sub in props.items():
-        if key not in instance and "default" in sub:
-            instance[key] = copy.deepcopy(sub["default"])
-        if key in instance:
-            fill_defaults(instance[key], sub)
-    extra = schema.get("additionalProperties")
-    if isinstance(extra, dict):
-        for key, value in instance.items():
-            if key not in props:
-                fill_defaults(value, extra)
+def fill_defaults(config: dict[str, Any], model: type[BaseModel] | None = None, filled=None) -> None:
+    """Fill in, in place, the defaults the typed model declares, into a config that passed it:
+    a key with a non-null default or marked ``FILL_NULL``, or, in a block of ``FILLED``,
+    exactly the listed keys; every other key stays absent and its consumer's default
+    applies (so a cell's params state only what the config does)."""
+    top = model is None
+    model = pipeline_model() if top else model
+    fields = file_keys(model)
+    for key in key_order(model) if top else fields:
+        info = fields[key]
+        if key not in config and not info.is_required():
+            default = info.get_default(call_default_factory=True)
+            fill = key in filled if filled is not None else default is not None or _fills_null(info)
+            if fill:
+                config[key] = to_jsonable_python(default)
+        value, sub = config.get(key), model_in(info.annotation)
+        if isinstance(value, dict) and sub is not None:
+            if typing.get_origin(info.annotation) is dict:  # name -> block (models, resources)
+                for block in value.values():
+                    if isinstance(block, dict):
+                        fill_defaults(block, sub)
+            else:
+                fill_defaults(value, sub, FILLED.get(key) if top else None)
 
 
-def prepare(config: dict[str, Any], source: str, schema_path: Path | str = SCHEMA) -> dict[str, Any]:
-    schema = yaml.safe_load(Path(schema_path).read_text())
-    check_schema(config, source, schema)
-    check_explicit_device(config, source)  # before the schema's CPU defaults fill the block
-    fill_defaults(config, schema)
+def _fills_null(info: FieldInfo) -> bool:
+    return isinstance(info.json_schema_extra, dict) and all(
+        info.json_schema_extra.get(k) == v for k, v in FILL_NULL.items()
+    )
+
+
+def prepare(config: dict[str, Any], source: str) -> dict[str, Any]:
+    check_types(config, source)
+    fill_defaults(config)
     check_semantics(config, source)
     check_cells(config, source)
     check_vllm(config, source)
@@ -199,17 +194,6 @@ def check_vllm(config: dict[str, Any], source: str) -> None:
     TRL's supported window (no-op where vLLM is not installed: dry runs on a laptop)."""
     if config.get("device", {}).get("use_vllm") or config.get("evaluate", {}).get("backend") == "vllm":
         check_installed_vllm(f"{source} uses vLLM")
-
-
-def check_explicit_device(config: dict[str, Any], source: str) -> None:
-    """A hub world must say where it runs: the device block's defaults are the tiny world's
-    CPU, and real 3B models on CPU are a choice to make on purpose, not by omission."""
-    if config.get("world") == "hub" and "use_cpu" not in (config.get("device") or {}):
-        raise ConfigError(
-            f"{source}: invalid config\n  config key 'device.use_cpu': world 'hub' needs an explicit "
-            "device block (use_cpu: false with bf16/vLLM for GPUs, or use_cpu: true to run the hub "
-            "models on CPU on purpose)"
-        )
 
 
 def check_cells(config: dict[str, Any], source: str) -> None:

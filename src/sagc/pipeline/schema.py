@@ -1,30 +1,32 @@
 """The pipeline config's typed model, and the JSON schema generated from it.
 
-``PipelineConfig`` states every key of a pipeline config once; the checked-in
-``workflow/schemas/config.schema.yaml`` that Snakemake validates against is generated from it:
+``PipelineConfig`` states every key of a pipeline config once; ``sagc.pipeline.config``
+validates configs against it (``pipeline_model``: plus the policies' blocks), and the
+checked-in ``workflow/schemas/config.schema.yaml``, for users and editors, is generated from it:
 
     python -m sagc.pipeline.schema            # rewrite the schema file
     python -m sagc.pipeline.schema --check    # exit 1 if the file is out of date
 
-What the model takes from the code instead of restating it, and what is checked after the
-schema: docs/architecture.md, "The pipeline config's schema".
+What the model takes from the code instead of restating it, and what is checked after it:
+docs/architecture.md, "The pipeline config's schema".
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import functools
 import sys
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model, model_validator
 
 from sagc.aggregate.grid import TIME_UNITS
 from sagc.aggregate.grid import ResultGrid as AggregateDefaults
 from sagc.aggregate.registration import Registration
-from sagc.config_models import Number, Text
+from sagc.config_models import Expect, Number, Text
 from sagc.controller import POLICIES, SAGCConfig, sizing_pattern
 from sagc.evaluate.config import EvalSettings
 from sagc.prompt_aware.config import PromptSAGCConfig
@@ -45,7 +47,17 @@ HEADER = "# Generated from sagc.pipeline.schema (python -m sagc.pipeline.schema)
 
 
 class _Block(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+def _unique(values: list) -> list:
+    if len(set(map(repr, values))) != len(values):
+        raise ValueError(f"has duplicates: {values}")
+    return values
+
+
+#: Seeds: non-negative integers, each once.
+Seeds = Annotated[list[Annotated[int, Field(ge=0)]], AfterValidator(_unique)]
 
 
 #: Marks a ``None`` default the schema fills in (``key: null``); other ``None`` defaults
@@ -96,8 +108,17 @@ SAGCPromptBlock = block_model(
 
 
 #: The typed model of a policy's block, where this module has one (others: the config
-#: class's own ``json_schema()``, or any mapping).
+#: class's own ``block_model(base)``, or any mapping).
 BLOCK_MODELS: dict[str, type[BaseModel]] = {"sagc": SAGCBlock, "sagc_prompt": SAGCPromptBlock}
+
+
+def policy_block_model(policy: Any) -> type[BaseModel] | None:
+    """The typed model of ``policy``'s config block; ``None`` for a config class that declares
+    none (a plug-in's: its ``from_dict`` checks the block, ``sagc.pipeline.config``)."""
+    if policy.block in BLOCK_MODELS:
+        return BLOCK_MODELS[policy.block]
+    make = getattr(policy.config, "block_model", None)
+    return make(_Block) if make is not None else None
 
 
 class TinyBlock(_Block):
@@ -139,6 +160,13 @@ class TrainBlock(TrainSection):
     schema)."""
 
     steps: PositiveInt
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_seed(cls, d: Any) -> Any:
+        if isinstance(d, dict) and "seed" in d:
+            raise ValueError("train.seed is not a pipeline key: each cell's seed comes from the grid's seeds")
+        return d
 
 
 class DeviceBlock(DeviceSection):
@@ -275,11 +303,11 @@ class AlgorithmOverrides(_Block):
 
 
 class PipelineConfig(_Block):
-    """Config of the SAGC reproduction pipeline (configs/*.yaml). Snakemake validates it before
-    any job starts; sagc.pipeline.config adds the checks a schema cannot express (sizing names,
-    each policy's hyper-parameters, the trainer's cell config) and names the offending key."""
+    """Config of the SAGC reproduction pipeline (configs/*.yaml), validated before any job
+    starts; sagc.pipeline.config then checks what needs the registry or the grid (sizing names,
+    each policy's hyper-parameters as a whole, the trainer's cell config), naming the key."""
 
-    name: str = Field(
+    name: Annotated[str, Expect("a plain name (letters, digits, _ and -, starting with a letter or digit)")] = Field(
         ...,
         pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*$",
         description="Output namespace, results/<name>/ and paper_figures/<name>/.",
@@ -295,10 +323,10 @@ class PipelineConfig(_Block):
     models: dict[str, ModelSpec] = Field(
         ..., min_length=1, description="Model name -> how to get it. Names appear in paths and tables."
     )
-    algorithms: list[Literal[ALGORITHMS]] = Field(  # type: ignore[valid-type]
+    algorithms: Annotated[list[Literal[ALGORITHMS]], AfterValidator(_unique)] = Field(  # type: ignore[valid-type]
         ..., min_length=1, json_schema_extra={"uniqueItems": True}
     )
-    sizings: list[str] = Field(
+    sizings: Annotated[list[str], AfterValidator(_unique)] = Field(
         ...,
         min_length=1,
         json_schema_extra={"uniqueItems": True},
@@ -307,19 +335,19 @@ class PipelineConfig(_Block):
             "<policy>-<variant> = the policy with <block>_variants.<variant> applied."
         ),
     )
-    seeds: list[int] = Field(
+    seeds: Seeds = Field(
         ...,
         min_length=1,
-        json_schema_extra={"uniqueItems": True, "items": {"type": "integer", "minimum": 0}},
+        json_schema_extra={"uniqueItems": True},
         description=(
             "The report seeds: the grid trains every cell once per seed, and the "
             "tables and headline report these. No setting may have been tuned "
             "on them."
         ),
     )
-    dev_seeds: list[int] = Field(
+    dev_seeds: Seeds = Field(
         [],
-        json_schema_extra={"uniqueItems": True, "items": {"type": "integer", "minimum": 0}},
+        json_schema_extra={"uniqueItems": True},
         description=(
             "Development seeds: those the config's settings were tuned on. "
             "Declared so that they stay out of `seeds` (checked); the grid "
@@ -361,6 +389,52 @@ class PipelineConfig(_Block):
             "Per-rule cluster resources: rule name -> {gpu, mem_mb, runtime, cpus_per_task, slurm_partition, ...}"
         ),
     )
+
+    @model_validator(mode="after")
+    def _fresh_report_seeds(self) -> PipelineConfig:
+        tuned_on = sorted(set(self.seeds) & set(self.dev_seeds))
+        if tuned_on:
+            raise ValueError(
+                f"config key 'seeds': {tuned_on} are also dev_seeds (settings were tuned on them); "
+                "report seeds must be fresh"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _hub_states_its_device(self) -> PipelineConfig:
+        # The device block's defaults are the tiny world's CPU: real 3B models on CPU are a
+        # choice to make on purpose, not by omission.
+        stated = self.device.model_fields_set if isinstance(self.device, BaseModel) else set()  # absent: {}
+        if self.world == "hub" and "use_cpu" not in stated:
+            raise ValueError(
+                "config key 'device.use_cpu': world 'hub' needs an explicit device block (use_cpu: false "
+                "with bf16/vLLM for GPUs, or use_cpu: true to run the hub models on CPU on purpose)"
+            )
+        return self
+
+
+def pipeline_model() -> type[BaseModel]:
+    """``PipelineConfig`` with one block and one variants block per registered policy
+    (``sagc.controller.registry``): the model a pipeline config is validated against."""
+    return _pipeline_model(tuple(POLICIES))
+
+
+@functools.cache
+def _pipeline_model(names: tuple[str, ...]) -> type[BaseModel]:
+    fields: dict[str, Any] = {}
+    for name in names:
+        policy = POLICIES[name]
+        fields[policy.block] = (policy_block_model(policy) or dict, {})
+        fields[policy.variants_block] = (dict[str, dict], {})
+    return create_model("PipelineConfigWithPolicies", __base__=PipelineConfig, **fields)
+
+
+def key_order(model: type[BaseModel]) -> list[str]:
+    """The pipeline model's keys as a config file and the schema list them: the policies'
+    blocks right after ``seeds``."""
+    keys = list(PipelineConfig.model_fields)
+    at = keys.index("seeds") + 1
+    return keys[:at] + [k for k in model.model_fields if k not in keys] + keys[at:]
 
 
 # -- from the model to the JSON schema ----------------------------------------------------------
@@ -414,12 +488,8 @@ def _policy_blocks() -> dict[str, Any]:
     """One block and one variants block per registered policy (``sagc.controller.registry``)."""
     out = {}
     for policy in POLICIES.values():
-        model = BLOCK_MODELS.get(policy.block)
-        block = (
-            model.model_json_schema()
-            if model is not None
-            else getattr(policy.config, "json_schema", lambda: {"type": "object"})()
-        )
+        model = policy_block_model(policy)
+        block = model.model_json_schema() if model is not None else {"type": "object"}
         block = _inline(block, block.pop("$defs", {}))
         _clean_props(block)
         block.pop("description", None)
@@ -452,7 +522,7 @@ def _policy_blocks() -> dict[str, Any]:
 
 
 def config_schema() -> dict[str, Any]:
-    """The JSON schema (draft 2020-12) of a pipeline config, as Snakemake validates it."""
+    """The JSON schema (draft 2020-12) of a pipeline config, for users and editors."""
     raw = PipelineConfig.model_json_schema()
     schema = _inline(raw, raw.pop("$defs", {}))
     props = schema["properties"]
