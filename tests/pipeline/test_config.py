@@ -202,7 +202,7 @@ def test_a_name_that_is_not_a_plain_identifier_is_rejected(name):
     config["name"] = name
     with pytest.raises(ConfigError) as err:
         prepare(config, "configs/bad.yaml")
-    assert "name must be a plain name" in str(err.value)
+    assert "config key 'name'" in str(err.value) and "is not a plain name" in str(err.value)
 
 
 def test_the_grid_itself_refuses_a_path_as_name():

@@ -26,7 +26,6 @@ from sagc.controller import POLICIES, Sizing, parse_sizing
 from sagc.evaluate.taskcfg import task_metas
 from sagc.pipeline.cells import resolved_cells
 from sagc.pipeline.evaluation import eval_settings
-from sagc.pipeline.grid import check_name
 from sagc.pipeline.launch import config_problems
 from sagc.pipeline.memory import cell_kv_shortfall
 from sagc.pipeline.schema import FILL_NULL, FILLED, key_order, pipeline_model
@@ -61,12 +60,7 @@ def check_types(config: dict[str, Any], source: str) -> None:
 
 def check_semantics(config: dict[str, Any], source: str) -> None:
     """Checks across keys; assumes the schema passed and defaults are filled."""
-    problems = []
-    try:
-        check_name(config["name"])
-    except ValueError as err:
-        problems.append(str(err))
-    problems += world_of(config).problems(config)
+    problems = world_of(config).problems(config)
 
     problems += _evaluate_problems(config)
     problems += _sizing_problems(config)

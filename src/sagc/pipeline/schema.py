@@ -26,9 +26,10 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model,
 from sagc.aggregate.grid import TIME_UNITS
 from sagc.aggregate.grid import ResultGrid as AggregateDefaults
 from sagc.aggregate.registration import Registration
-from sagc.config_models import Expect, Number, Text
+from sagc.config_models import Number, Text
 from sagc.controller import POLICIES, SAGCConfig, sizing_pattern
 from sagc.evaluate.config import EvalSettings
+from sagc.pipeline.grid import NAME_PATTERN, check_name
 from sagc.prompt_aware.config import PromptSAGCConfig
 from sagc.settings import block_model
 from sagc.train.config import (
@@ -307,9 +308,9 @@ class PipelineConfig(_Block):
     starts; sagc.pipeline.config then checks what needs the registry or the grid (sizing names,
     each policy's hyper-parameters as a whole, the trainer's cell config), naming the key."""
 
-    name: Annotated[str, Expect("a plain name (letters, digits, _ and -, starting with a letter or digit)")] = Field(
+    name: Annotated[str, AfterValidator(check_name)] = Field(
         ...,
-        pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*$",
+        json_schema_extra={"pattern": f"^{NAME_PATTERN.pattern}$"},  # anchored: JSON Schema searches
         description="Output namespace, results/<name>/ and paper_figures/<name>/.",
     )
     world: Literal["tiny", "hub"] = Field(
