@@ -41,10 +41,6 @@ class ConfigError(ValueError):
     """A pipeline config is invalid; the message names the file and the key."""
 
 
-def _dotted(path) -> str:
-    return ".".join(str(p) for p in path) or "<top level>"
-
-
 def check_types(config: dict[str, Any], source: str) -> None:
     """Types, ranges, unknown keys and the checks within a block, against the pipeline's typed
     model (``sagc.pipeline.schema.pipeline_model``); one line per problem, naming the key."""
@@ -59,9 +55,9 @@ def check_types(config: dict[str, Any], source: str) -> None:
 
 
 def check_semantics(config: dict[str, Any], source: str) -> None:
-    """Checks across keys; assumes the schema passed and defaults are filled."""
+    """The checks that need the registry, the task files or the grid; assumes the typed
+    check passed and the defaults are filled in."""
     problems = world_of(config).problems(config)
-
     problems += _evaluate_problems(config)
     problems += _sizing_problems(config)
     problems += config_problems(config)  # launch: strategies, DeepSpeed, the train rule's GPUs
