@@ -127,9 +127,11 @@ def clauses(err: ValidationError, model: type[BaseModel], prefix: tuple = ()) ->
             unknown.setdefault(loc[:-1], []).append(str(loc[-1]))
             continue
         if kind in ("value_error", "assertion_error"):
-            msg = str(e["ctx"]["error"])  # the validator's own message names its keys
+            msg, key = str(e["ctx"]["error"]), _dotted(prefix + loc)
             if loc and isinstance(loc[-1], str) and msg.startswith(f"{loc[-1]} "):
-                msg = _dotted(prefix + loc) + msg[len(loc[-1]) :]  # a field's name, as a dotted key
+                msg = key + msg[len(loc[-1]) :]  # a field's name, as a dotted key
+            elif loc and str(loc[-1]) not in msg:
+                msg = f"{key}: {msg}"  # a validator that does not know its key
             out.append(msg)
             continue
         if kind == "missing":

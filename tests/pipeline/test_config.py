@@ -48,8 +48,9 @@ def raw(name="default"):
         # a rule across keys of a block, checked at the boundary (it used to crash the memory plan)
         (lambda c: c["train"].update(prompts_per_step=None), "exactly one of train.prompts_per_step"),
         (lambda c: c["train"].update(seed=3), "train.seed is not a pipeline key"),
-        # an integral float is no integer: the evaluation job would refuse it after training
+        # an integral float is no integer (the evaluation cell would refuse it later, unnamed)
         (lambda c: c["evaluate"].update(limit=64.0), "evaluate.limit must be a positive integer, got 64.0"),
+        (lambda c: c.update(seeds=[22, 22]), "seeds: has duplicates: [22, 22]"),
         (lambda c: c.update(sizings=["g4", "g-8"]), "config key 'sizings' must be 'g<N>' (e.g. 'g16')"),
         (lambda c: c.update(algorithms=["ppo"]), "algorithms[0] must be one of 'grpo' or 'dapo', got 'ppo'"),
         (lambda c: c["sagc"].update(delta=1.5), "sagc.delta must be < 1.0, got 1.5"),
