@@ -359,7 +359,7 @@ def resolve_cell(
     return config, cell, differs
 
 
-def estimates(config: dict, cfg, world: dict) -> dict[str, Any]:
+def estimates(config, cfg, world: dict) -> dict[str, Any]:
     """The memory estimate of the cell: as this run has it (no vLLM share), as the pipeline
     sized it (vLLM share reserved), and for the model actually built."""
     from sagc.pipeline.memory import Architecture, cell_estimate, estimate
@@ -367,8 +367,7 @@ def estimates(config: dict, cfg, world: dict) -> dict[str, Any]:
     algo, shapes = cfg.resolved.algorithm, cfg.resolved.layout
     micro = shapes.max_micro_batch
     sized = cell_estimate(config, MODEL, algo, micro)
-    run_config = copy.deepcopy(config)
-    run_config["device"]["use_vllm"] = False
+    run_config = config.model_copy(update={"device": config.device.model_copy(update={"use_vllm": False})})
     run = cell_estimate(run_config, MODEL, algo, micro)
     arch = Architecture.from_config(world["config"])
     built = estimate(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -14,19 +15,24 @@ from sagc.aggregate.power import planned_power
 from sagc.aggregate.registration import Registration
 from sagc.aggregate.verdicts import Claim, headline_frame
 from sagc.pipeline.config import fill_defaults
+from sagc.pipeline.schema import pipeline_model
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _config(*names: str) -> dict:
-    """A config file (overlays merged in order) with the model's defaults, as the Snakefile has it."""
-    from snakemake.utils import update_config
+def _raw(name: str) -> dict:
+    return yaml.safe_load((REPO / "configs" / name).read_text())
 
-    config: dict = {}
-    for name in names:
-        update_config(config, yaml.safe_load((REPO / "configs" / name).read_text()))
+
+def _typed(config: dict):
+    """The typed config with the model's defaults, as the Snakefile has it (without the checks
+    that resolve every cell: the dry run's lines read the claims and the grid alone)."""
     fill_defaults(config)
-    return config
+    return pipeline_model().model_validate_json(json.dumps(config))
+
+
+def _config(name: str):
+    return _typed(_raw(name))
 
 
 def test_default_dry_run_states_the_family_and_its_power():
@@ -51,19 +57,21 @@ def test_paper_dry_run_states_what_its_seeds_can_test_and_cost():
     config = _config("paper.yaml")
     text = "\n".join(plan.dry_run_lines(config))
     assert "x 1 seeds (df 0)" in text and "power n/a (df 0: one seed per stratum)" in text
-    cells = len(config["models"]) * len(config["algorithms"]) * len(config["sizings"])
-    hours = config["claims"]["gpu_hours_per_cell"]
+    cells = len(config.models) * len(config.algorithms) * len(config.sizings)
+    hours = config.claims.gpu_hours_per_cell
     assert f"each extra seed: {cells} training cells x {hours:g} GPU-hours" in text
     assert f"= {cells * hours:,.0f} GPU-hours" in text
 
 
 def test_a_controller_that_is_not_in_the_grid_is_refused_naming_the_key():
-    config = _config("default.yaml")
-    config["claims"]["controller"] = "sagc-fats"
+    raw = _raw("default.yaml")
+    raw["claims"]["controller"] = "sagc-fats"
     with pytest.raises(ValueError, match=r"claims.controller.*'sagc-fats'.*\['sagc'\]"):
-        plan.dry_run_lines(config)
-    config["sizings"] = ["g16"]  # a world check: no controller, no family, no error
-    assert plan.dry_run_lines(config) == ["pre-registered claims: no primary family (the grid trains no controller)"]
+        plan.dry_run_lines(_typed(raw))
+    raw["sizings"] = ["g16"]  # a world check: no controller, no family, no error
+    assert plan.dry_run_lines(_typed(raw)) == [
+        "pre-registered claims: no primary family (the grid trains no controller)"
+    ]
 
 
 def _run(tmp_path) -> Path:

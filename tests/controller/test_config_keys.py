@@ -29,14 +29,14 @@ def test_sagc_fast_variant_reaches_the_cell_config():
     config = default_config()
     config["sagc_variants"] = {"fast": dict(FAST)}
     config["sizings"] = ["g16", "sagc", "sagc-fast"]
-    prepare(config, "configs/default.yaml")
+    config = prepare(config, "configs/default.yaml")
     grid = Grid.from_config(config)
     cells = {c.sizing: c for c in grid.cells()}
     fast = TrainConfig.from_dict(train_cell_config(config, grid, cells["sagc-fast"]), check_vllm=False)
     faithful = TrainConfig.from_dict(train_cell_config(config, grid, cells["sagc"]), check_vllm=False)
     assert fast.sizing.policy_config(0).counterfactual is True
     assert fast.sizing.policy_config(0).selection == "constrained"
-    assert fast.sizing.policy_config(0).tau == config["sagc"]["tau"]
+    assert fast.sizing.policy_config(0).tau == config.sagc.tau
     assert faithful.sizing.policy_config(0).counterfactual is False
     assert faithful.sizing.policy_config(0).selection == "lagrangian"
 
@@ -48,8 +48,7 @@ def test_options_accepted_in_the_sagc_block():
 
 
 def test_cell_config_names_a_bad_option():
-    config = default_config()
-    prepare(config, "configs/default.yaml")
+    config = prepare(default_config(), "configs/default.yaml")
     grid = Grid.from_config(config)
     cell = next(c for c in grid.cells() if c.sizing == "sagc")
     d = train_cell_config(config, grid, cell)

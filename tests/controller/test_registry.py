@@ -148,13 +148,12 @@ def test_a_new_policy_with_its_own_block_plugs_in_everywhere(new_policy):
 def test_a_new_policy_block_is_checked_by_the_pipeline(new_policy):
     from sagc.pipeline.config import _sizing_problems
 
-    config = {
-        "sizings": ["g4", "sagc-half"],
+    blocks = {
         "sagc": {},
         "sagc_half": {"eta": -1},
         "sagc_half_variants": {"v": {"eta": 1.0, "selection": "greedy"}},
     }
-    problems = _sizing_problems(config)
+    problems = _sizing_problems(["g4", "sagc-half"], blocks)
     assert any(p.startswith("config key 'sagc_half': SAGCConfig.eta") for p in problems), problems
     assert any(p.startswith("config key 'sagc_half_variants.v': SAGCConfig.selection") for p in problems), problems
 

@@ -43,7 +43,7 @@ def test_an_eval_cell_from_a_shipped_config_states_every_evaluation_setting(name
     model = next(iter(grid.models))
     base = eval_cell_config(config, grid, model)
     assert base["cell"] == f"{model}/base" and base["out"] == grid.base_eval_dir(model)
-    if config["world"] == "tiny":
+    if config.world == "tiny":
         assert base["model"] == f"{grid.root}/models/{model}/base" and base["model_json"] is None
         assert base["data_dir"] == grid.data_dir
     else:  # a hub base model's folder is known once resolve_hub_model has written its record
@@ -55,7 +55,7 @@ def test_an_eval_cell_from_a_shipped_config_states_every_evaluation_setting(name
 def test_the_paper_config_stages_the_benchmarks_of_its_tasks():
     config = load_config(REPO / "configs" / "paper.yaml")
     assert staged_benchmarks(config) == ["aime24", "amc23", "gpqa_diamond"]
-    config["evaluate"]["tasks"] = ["gpqa_diamond_boxed"]
+    config.evaluate = config.evaluate.model_copy(update={"tasks": ["gpqa_diamond_boxed"]})
     assert staged_benchmarks(config) == ["gpqa_diamond"]
 
 

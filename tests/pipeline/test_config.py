@@ -1,7 +1,6 @@
 """Pipeline configs: the shipped ones are valid; bad ones fail naming the file and the key
 (the one list of bad values, checked where the pipeline reads a config)."""
 
-import copy
 import importlib.util
 import subprocess
 import sys
@@ -32,7 +31,7 @@ def test_shipped_configs_are_valid(layers):
             load_config(*layers)
         return
     config = load_config(*layers)
-    assert config["name"] == layers[-1].stem
+    assert config.name == layers[-1].stem
 
 
 def raw(name="default"):
@@ -186,9 +185,10 @@ def test_invalid_config_fails_before_any_job(tmp_path):
 def test_fixed_cells_only_see_the_measurement_keys():
     config = load_config(REPO / "configs" / "default.yaml")
     assert set(sizing_section(config, "g16")["sagc"]) == {"tau", "scope"}
-    assert sizing_section(config, "sagc")["sagc"] == config["sagc"]
-    tuned = copy.deepcopy(config)
+    assert sizing_section(config, "sagc")["sagc"] == raw()["sagc"]
+    tuned = raw()
     tuned["sagc"]["delta"] = 0.1
+    tuned = prepare(tuned, "configs/tuned.yaml")
     grid = Grid.from_config(config)
     fixed, sagc = Cell("tiny-qwen2", "grpo", "g16", 0), Cell("tiny-qwen2", "grpo", "sagc", 0)
     assert train_cell_config(config, grid, fixed) == train_cell_config(tuned, grid, fixed)

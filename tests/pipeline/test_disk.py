@@ -31,7 +31,7 @@ PUBLISHED = {"qwen2.5-3b": 3.09e9, "llama-3.2-3b": 3.21e9}
 train_world = train_conftest.train_world
 
 
-def config_of(name: str, **device) -> dict:
+def config_of(name: str, **device):
     config = yaml.safe_load((REPO / "configs" / name).read_text())
     config.setdefault("device", {}).update(device)
     with warnings.catch_warnings():
@@ -39,7 +39,7 @@ def config_of(name: str, **device) -> dict:
         return prepare(config, f"configs/{name}")
 
 
-def by_model(config: dict) -> dict[str, disk.CellDisk]:
+def by_model(config) -> dict[str, disk.CellDisk]:
     out = {}
     for cell, d in disk.plan(config, Grid.from_config(config)):
         assert out.setdefault(cell.model, d) == d, "every cell of a model needs the same"
@@ -66,7 +66,7 @@ def test_the_paper_grid_total_and_its_line():
     rep = disk.report(config, Grid.from_config(config), free_bytes=lambda path: 10**15)
     # 8 cells per model (2 algorithms x 4 sizings x 1 seed), fp32 master weights, the
     # config's number of checkpoints kept (and one more while a save writes the next)
-    kept = config["train"]["save_total_limit"]
+    kept = config.train.save_total_limit
     total = sum(8 * (kept * n * 12 + n * 4) for n in PUBLISHED.values())
     peak = sum(8 * (kept + 1) * n * 12 for n in PUBLISHED.values())
     assert rep.total == pytest.approx(total, rel=0.01) and rep.peak == pytest.approx(peak, rel=0.01)
@@ -109,7 +109,7 @@ def test_a_short_filesystem_warns_and_finished_cells_need_nothing_more(tmp_path,
     line = disk.check_disk(config, grid, free_bytes=tiny_free)
     assert asked == [tmp_path]  # results/ does not exist yet: its nearest existing parent
     (w,) = [w for w in recwarn if issubclass(w.category, disk.DiskSpaceWarning)]
-    peak = sum(8 * (config["train"]["save_total_limit"] + 1) * n * 12 for n in PUBLISHED.values())
+    peak = sum(8 * (config.train.save_total_limit + 1) * n * 12 for n in PUBLISHED.values())
     shown = re.search(r"may still write up to ([\d.]+) TB", str(w.message))
     assert shown and float(shown.group(1)) == pytest.approx(peak / 1e12, rel=0.01)
     assert f"{tmp_path} has 1.00 GB free" in str(w.message) and line.endswith("(free: 1.00 GB)")
@@ -127,7 +127,7 @@ def test_a_short_filesystem_warns_and_finished_cells_need_nothing_more(tmp_path,
     rep = disk.report(config, grid, free_bytes=tiny_free)
     assert asked[-1] == tmp_path / "results" / "paper"
     n = PUBLISHED[cells[-1].model]
-    at_once = config["train"]["save_total_limit"] + 1  # checkpoints on disk during a save
+    at_once = config.train.save_total_limit + 1  # checkpoints on disk during a save
     assert rep.remaining == pytest.approx(at_once * n * 12 - 20e9, rel=0.01)
     assert "; 1 cells unfinished, still to write" in rep.line() and rep.short
     rep = disk.report(config, grid, free_bytes=lambda path: 10**11)
@@ -157,12 +157,11 @@ def test_the_tiny_worlds_counts_are_the_models_it_builds(tmp_path, monkeypatch):
 
     monkeypatch.chdir(tmp_path)
     config = config_of("default.yaml")
-    config["models"]["tiny-llama"]["tiny_model"] = {"hidden_size": 96, "num_layers": 3, "warm_steps": 1500}
+    config.models["tiny-llama"].tiny_model = {"hidden_size": 96, "num_layers": 3, "warm_steps": 1500}
     grid = Grid.from_config(config)
-    for name, spec in config["models"].items():
-        flags = spec.get("tiny_model", {})
-        size = ModelSize(**{k: v for k, v in flags.items() if not k.startswith("warm_")})
-        model = build_model(spec["arch"], _Tokenizer(), size=size)
+    for name, spec in config.models.items():
+        size = ModelSize(**{k: v for k, v in spec.tiny_model.items() if not k.startswith("warm_")})
+        model = build_model(spec.arch, _Tokenizer(), size=size)
         assert disk.model_params(config, grid, name) == (n_parameters(model), None), name
         built = tmp_path / grid.root / "models" / name / "base"
         built.mkdir(parents=True)
@@ -205,9 +204,9 @@ def test_a_hub_model_without_a_count_is_unknown_not_guessed(tmp_path, monkeypatc
     line = rep.line()
     assert "8 mystery cells x unknown (models.mystery: " in line and re.search(r"= at least [\d.]+ [GT]B", line)
     assert rep.short  # the known part alone exceeds 1 GB
-    config["models"]["qwen2.5-3b"]["strategy"] = "zero3"  # DeepSpeed writes its own layout
+    config.models["qwen2.5-3b"].strategy = "zero3"  # DeepSpeed writes its own layout
     assert "8 qwen2.5-3b cells x unknown (strategy zero3: " in disk.report(config, Grid.from_config(config)).line()
-    config["models"] = {"mystery": config["models"]["mystery"]}
+    config.models = {"mystery": config.models["mystery"]}
     assert " = unknown under results/paper" in disk.report(config, Grid.from_config(config)).line()
 
 
@@ -288,7 +287,7 @@ def test_online_wandb_on_the_slurm_profile_prints_the_offline_advice(tmp_path):
     assert advice.endswith("wandb sync -p sagc-repro results/paper/train/*/*/*/seed*/wandb/wandb/offline-run-*")
     # A local tiny run with online W&B gets no advice, unless it runs inside a SLURM job.
     config = config_of("default.yaml")
-    config["wandb"]["mode"] = "online"
+    config.wandb.mode = "online"
     grid = Grid.from_config(config)
     assert wandb_sync.wandb_advice(config, grid, env={}) is None
     assert wandb_sync.wandb_advice(config, grid, env={"SLURM_JOB_ID": "1"}).startswith("config key 'wandb.mode'")

@@ -125,7 +125,7 @@ def test_a_scoring_chunk_of_tr_ls_size_would_not_fit_and_one_of_the_loss_passs_r
     assert chunk.scoring < chunk.total < H200_GIB * GIB
 
 
-def _paper() -> dict:
+def _paper():
     from sagc.pipeline.config import prepare
 
     return prepare(yaml.safe_load((REPO / "configs/paper.yaml").read_text()), "configs/paper.yaml")
@@ -142,8 +142,8 @@ def test_every_paper_cell_fits_the_h200_in_every_phase_with_the_stated_margin(_i
     from sagc.pipeline.grid import Grid
 
     config = _paper()
-    assert config["device"]["gpu_memory_gib"] == pytest.approx(H200_GIB, abs=0.05)
-    margin = config["device"]["memory_margin_gib"]
+    assert config.device.gpu_memory_gib == pytest.approx(H200_GIB, abs=0.05)
+    margin = config.device.memory_margin_gib
     assert margin > 0
     grid = Grid.from_config(config)
     for cell in grid.cells():
@@ -156,7 +156,7 @@ def test_every_paper_cell_fits_the_h200_in_every_phase_with_the_stated_margin(_i
         "generating" in line and "scoring" in line and "loss pass" in line and "of 140.4 GiB" in line for line in lines
     ), lines
     # the margin is in every phase: without it Llama GRPO's engine would get a larger share
-    bare = {**config, "device": {**config["device"], "memory_margin_gib": 0.0}}
+    bare = config.model_copy(update={"device": config.device.model_copy(update={"memory_margin_gib": 0.0})})
     assert memory.vllm_share(bare, "llama-3.2-3b") > memory.vllm_share(config, "llama-3.2-3b")
 
 
@@ -186,7 +186,7 @@ def test_a_measured_json_replaces_the_stated_margins(_in_repo, tmp_path):
     config = _paper()
     grpo = resolve_algorithm({"name": "grpo"}, 4096)
     stated = memory.cell_estimate(config, "qwen2.5-3b", grpo, 8)
-    config["device"]["memory_measured"] = str(_measured(tmp_path))
+    config.device = config.device.model_copy(update={"memory_measured": str(_measured(tmp_path))})
     measured = memory.cell_estimate(config, "qwen2.5-3b", grpo, 8)
     assert measured.activations == pytest.approx(stated.activations / 1.25)
     assert measured.scoring_activations == pytest.approx(stated.scoring_activations * 0.5 / 1.25)
@@ -199,6 +199,6 @@ def test_a_measured_json_replaces_the_stated_margins(_in_repo, tmp_path):
         r"of models.llama-3.2-3b",
     ):
         memory.margins(config, "llama-3.2-3b")
-    config["device"]["memory_measured"] = str(_measured(tmp_path, tiny=True))
+    config.device = config.device.model_copy(update={"memory_measured": str(_measured(tmp_path, tiny=True))})
     with pytest.raises(ValueError, match="without --tiny"):
         memory.margins(config, "qwen2.5-3b")

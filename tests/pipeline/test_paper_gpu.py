@@ -114,15 +114,15 @@ def test_a_fixed_accumulation_that_would_run_out_of_memory_is_refused():
 
 
 def test_gradient_accumulation_is_a_config_key():
-    config = yaml.safe_load((REPO / "configs/default.yaml").read_text())
-    config["train"]["gradient_accumulation_steps"] = 2
-    config = prepare(config, "configs/default.yaml")
+    raw = yaml.safe_load((REPO / "configs/default.yaml").read_text())
+    raw["train"]["gradient_accumulation_steps"] = 2
+    config = prepare(raw, "configs/default.yaml")
     grid = Grid.from_config(config)
     cell = next(iter(grid.cells()))
     assert train_cell_config(config, grid, cell)["train"]["gradient_accumulation_steps"] == 2
-    config["train"]["gradient_accumulation_steps"] = "auto"
+    raw["train"]["gradient_accumulation_steps"] = "auto"
     with pytest.raises(ConfigError, match="needs device.gpu_memory_gib"):
-        prepare(config, "configs/default.yaml")
+        prepare(raw, "configs/default.yaml")
 
 
 def test_the_estimator_agrees_with_published_sizes():
@@ -154,8 +154,8 @@ def test_training_stops_like_the_evaluation():
     from sagc.evaluate.taskcfg import load_task_config
 
     config = prepare(paper(), "configs/paper.yaml")
-    train_stop = set(config["train"]["stop"])
-    for task in config["evaluate"]["tasks"]:
+    train_stop = set(config.train.stop)
+    for task in config.evaluate.tasks:
         until = set(load_task_config(task)["generation_kwargs"]["until"])
         assert any(re.fullmatch(r"<\|[^|]+\|>", s) for s in until), task  # chat end tokens are there
         assert until <= train_stop, task
@@ -254,7 +254,7 @@ def test_the_paper_configs_vllm_share_holds_the_g_max_step_where_the_generation_
         share = cfg.device.vllm_gpu_memory_utilization
         assert kw["vllm_gpu_memory_utilization"] == share and kw["vllm_enable_sleep_mode"] is True
         assert shares.setdefault(cell.model, share) == share, cell.id  # one engine size per model
-        arch = architecture_of(config["models"][cell.model], cell.model)
+        arch = architecture_of(config.models[cell.model], cell.model)
         rows = 32 * 16 // 4  # an engine's share of the grid's largest step: P x G_max / processes
         seq = cfg.train.max_prompt_length + cfg.train.max_completion_length
         workspace = VLLM_WORKSPACE_GIB * GIB // arch.kv_cache_bytes_per_token()

@@ -1,6 +1,5 @@
 """The sagc_prompt block: registry, pipeline config, cell config; bad values name the key."""
 
-import copy
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +15,7 @@ from sagc.prompt_aware.policy import PromptAwareSAGC
 from sagc.prompt_aware.schedule import TailBatchingStream
 from sagc.prompts import PromptStream
 from sagc.train.config import SizingSection
+from tests.shipped_configs import raw_config
 
 REPO = Path(__file__).resolve().parents[2]
 #: The prompt-aware grid: an overlay on the embedded default.
@@ -73,7 +73,7 @@ def test_prompt_config_cells_carry_the_merged_block():
     cfg = pipeline_config.load_config(*PROMPT_GRID)
     section = sizing_section(cfg, "sagc-prompt-fast")
     block = section["sagc_prompt"]
-    assert block["tau"] == cfg["sagc"]["tau"] and block["long_fraction"] == 0.25
+    assert block["tau"] == cfg.sagc.tau and block["long_fraction"] == 0.25
     assert block["counterfactual"] is True and block["selection"] == "constrained"
     assert sizing_section(cfg, "sagc-prompt-g16")["sagc_prompt"]["group_size"] == 16
     assert SizingSection.from_dict(section).policy_config(seed=1).sagc.counterfactual
@@ -92,11 +92,10 @@ def test_prompt_config_cells_carry_the_merged_block():
     ],
 )
 def test_bad_values_name_the_key_in_the_pipeline_config(key, value):
-    cfg = pipeline_config.load_config(*PROMPT_GRID)
-    bad = copy.deepcopy(cfg)
+    bad = raw_config(PROMPT_GRID)
     bad["sagc_prompt"][key] = value
-    with pytest.raises(Exception, match=f"sagc_prompt.{key}"):
-        pipeline_config.check_semantics(bad, "configs/prompt.yaml")
+    with pytest.raises(pipeline_config.ConfigError, match=f"sagc_prompt.{key}"):
+        pipeline_config.prepare(bad, "configs/prompt.yaml")
 
 
 def test_bad_values_name_the_key_in_a_cell_config():

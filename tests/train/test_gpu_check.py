@@ -143,7 +143,7 @@ def test_the_layout_and_estimate_are_the_ones_the_cell_config_resolves(tiny_run,
     assert isinstance(m["estimate_gib"], float) and math.isfinite(m["estimate_gib"]) and m["estimate_gib"] > 0
     sized = cell_estimate(config, "qwen2.5-3b", algo, shapes.max_micro_batch)
     assert sized.fits and m["estimate_with_vllm_share_gib"] == pytest.approx(sized.total / GIB, abs=1e-3)
-    no_vllm = {**config, "device": {**config["device"], "use_vllm": False}}
+    no_vllm = config.model_copy(update={"device": config.device.model_copy(update={"use_vllm": False})})
     assert m["estimate_gib"] == pytest.approx(
         cell_estimate(no_vllm, "qwen2.5-3b", algo, shapes.max_micro_batch).total / GIB, abs=1e-3
     )

@@ -62,7 +62,7 @@ def paper_cell(
     config = prepare(config, "configs/paper.yaml")
     grid = Grid.from_config(config)
     cell = train_cell_config(config, grid, Cell(model, algorithm, sizing, 0))
-    hub_id = config["models"][model]["hub_id"]
+    hub_id = config.models[model].hub_id
     cell["model"]["path"] = str(world["models"][hub_id])
     cell["model"]["revision"] = None
     cell["data"]["train"] = str(world["data"])

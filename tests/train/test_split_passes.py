@@ -94,4 +94,4 @@ def test_zero_with_split_loss_passes_is_refused_naming_the_cells(strategy, monke
     # What the message says to do (an accumulation whose micro-batch at G_max fits the card):
     # one micro-batch = one pass at every G.
     config = prepare(copy.deepcopy(_paper(strategy, gradient_accumulation_steps=16)), "configs/paper.yaml")
-    assert config["models"]["qwen2.5-3b"]["strategy"] == strategy
+    assert config.models["qwen2.5-3b"].strategy == strategy

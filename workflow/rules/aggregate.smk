@@ -47,7 +47,7 @@ rule aggregate:
         ],
         grid=f"{GRID.tables_dir}/grid.json",
     params:
-        grid=lambda wc: json.dumps(aggregate_grid(config, GRID), sort_keys=True),
+        grid=lambda wc: json.dumps(aggregate_grid(CONFIG, GRID), sort_keys=True),
     resources:
         **res("aggregate", mem_mb=2000, runtime=20, cpus_per_task=1),
     log:

@@ -26,11 +26,11 @@ from sagc.pipeline.config import prepare
 from sagc.pipeline.env import configure_job_environment
 from sagc.pipeline.evaluation import eval_settings, staged_benchmarks
 from sagc.pipeline.grid import Cell, stable_seed
-from sagc.pipeline.trainer_defaults import train_setting
 from sagc.pipeline.world import world_of
 
-# Fails here, before any job, naming the file and the key.
-prepare(config, ", ".join(map(str, workflow.overwrite_configfiles)) or "configs/default.yaml")
+# The one typed config every helper reads (sagc.pipeline.schema.PipelineConfig). Fails here,
+# before any job, naming the file and the key.
+CONFIG = prepare(config, ", ".join(map(str, workflow.overwrite_configfiles)) or "configs/default.yaml")
 
 # SLURM's early warning (--signal=USR1@..., profiles/slurm) reaches every process of a job
 # step, this Snakemake included, which has no handler for it and would die: ignore it here
@@ -38,28 +38,28 @@ prepare(config, ", ".join(map(str, workflow.overwrite_configfiles)) or "configs/
 with contextlib.suppress(ValueError):  # not the main thread (an API caller's)
     signal.signal(signal.SIGUSR1, signal.SIG_IGN)
 
-GRID = Grid.from_config(config)
+GRID = Grid.from_config(CONFIG)
 ROOT = GRID.root
-WORLD = world_of(config)  # tiny or hub: what differs between them (sagc.pipeline.world)
-EVAL = eval_settings(config)
+WORLD = world_of(CONFIG)  # tiny or hub: what differs between them (sagc.pipeline.world)
+EVAL = eval_settings(CONFIG)
 CELL_DIR = "{model}/{algo}/{sizing}/seed{seed}"
 
-for line in WORLD.load_lines(config, GRID):
+for line in WORLD.load_lines(CONFIG, GRID):
     print(line, file=sys.stderr)
 
 # The pre-registered primary claims and their planned power (sagc.aggregate.plan).
-print("\n".join(plan.dry_run_lines(config)), file=sys.stderr)
+print("\n".join(plan.dry_run_lines(CONFIG)), file=sys.stderr)
 
 # What the training cells write (a DiskSpaceWarning when the results' filesystem lacks it)
 # and, when cluster jobs would log to W&B online, how to log offline and upload afterwards.
-print(disk.check_disk(config, GRID), file=sys.stderr)
-wandb_sync.check_wandb(config, GRID)
+print(disk.check_disk(CONFIG, GRID), file=sys.stderr)
+wandb_sync.check_wandb(CONFIG, GRID)
 
 configure_job_environment(
     workflow.basedir,
     ROOT,
-    config["wandb"]["mode"],
-    WORLD.cpu_isa(config),
+    CONFIG.wandb.mode,
+    WORLD.cpu_isa(CONFIG),
 )
 
 
@@ -69,7 +69,7 @@ configure_job_environment(
 # jobs, and any job the server cannot take, run `python -m MODULE` in a fresh interpreter.
 onstart:
     if workflow.local_exec:  # a cell on several nodes needs SLURM: refused before any job
-        launch.check_local_run(config)
+        launch.check_local_run(CONFIG)
     if WORLD.warm_jobs and workflow.local_exec:
         warm.start(log=f"{ROOT}/logs/warm.log")
 
@@ -96,7 +96,7 @@ def cell_of(wc):
 def res(rule_name, **defaults):
     """Cluster resources of a rule: the config's `resources.<rule>` over the rule's defaults
     (what a job of the tiny world needs: small), on the partition that fits (`on_partition`)."""
-    return on_partition({**defaults, **config.get("resources", {}).get(rule_name, {})})
+    return on_partition({**defaults, **CONFIG.stated("resources").get(rule_name, {})})
 
 
 # Partitions by need. The profile (profiles/slurm) names each partition once: its default
@@ -142,7 +142,7 @@ def eval_cell(target, threads):
     """One evaluation job's cell (`sagc.evaluate.config.EvalConfig`) for a trained cell or a
     base model's name, as canonical JSON: Snakemake reruns a job whose params changed, and a
     dict's key order (which follows the YAML file) must not count as a change."""
-    return json.dumps(eval_cell_config(config, GRID, target, threads=threads), sort_keys=True)
+    return json.dumps(eval_cell_config(CONFIG, GRID, target, threads=threads), sort_keys=True)
 
 
 def report_caption(name):
@@ -171,7 +171,7 @@ def aggregate_inputs():
     `snakemake aggregate` then tabulates what exists and marks the rest as missing (after
     a `--keep-going` run in which some cells failed)."""
     files = cell_outputs() + world_reports()  # the reports pick the best static G
-    if config["aggregate"].get("allow_partial", False):
+    if CONFIG.aggregate.allow_partial:
         return [f for f in files if os.path.exists(f)]
     return files
 
@@ -185,13 +185,13 @@ def simulate_config():
     calibrated to the paper's headline."""
     from importlib.resources import files
 
-    return config["simulate"].get("config") or str(
+    return CONFIG.simulate.config or str(
         files("sagc.simulate") / "configs" / "paper_calibrated.yaml"
     )
 
 
 def simulate_outputs():
-    if not config["simulate"].get("enabled", True):
+    if not CONFIG.simulate.enabled:
         return []
     return [f"{ROOT}/sim/{t}" for t in SIM_TABLES] + [
         f"{GRID.figures_dir}/{f}.{ext}" for f in SIM_FIGURES for ext in ("png", "pdf")

@@ -3,9 +3,9 @@
 # The cell's nodes, one task each, one GPU per process (sagc.pipeline.launch); a tiny-world
 # cell: its processes x train.torch_threads CPUs (1), well under 3 GB (a ci cell's peak RSS:
 # 0.6 GB) and minutes. A cell that asks for GPUs goes to the GPU partition (on_partition).
-TRAIN_RESOURCES = on_partition(launch.rule_resources(config, res("train", mem_mb=3000, runtime=30)))
+TRAIN_RESOURCES = on_partition(launch.rule_resources(CONFIG, res("train", mem_mb=3000, runtime=30)))
 # How a cell of several processes is started, printed once (a dry run shows it too).
-for line in preview.train_lines(config, GRID, repo=workflow.basedir, cpus_per_node=TRAIN_RESOURCES["cpus_per_task"]):
+for line in preview.train_lines(CONFIG, GRID, repo=workflow.basedir, cpus_per_node=TRAIN_RESOURCES["cpus_per_task"]):
     print(line, file=sys.stderr)
 
 
@@ -18,9 +18,9 @@ rule stop_tokens:
     output:
         f"{ROOT}/models/{{model}}/stops.json",
     params:
-        model=lambda wc: WORLD.base_model_path(config, GRID, wc.model),
-        revision=lambda wc: cli_flags({"revision": WORLD.base_model_revision(config["models"][wc.model])}),
-        stops=json.dumps(list(train_setting(config, "stop"))),
+        model=lambda wc: WORLD.base_model_path(CONFIG, GRID, wc.model),
+        revision=lambda wc: cli_flags({"revision": WORLD.base_model_revision(CONFIG.models[wc.model])}),
+        stops=json.dumps(list(CONFIG.train.stop)),
     resources:
         **res("stop_tokens", mem_mb=1000, runtime=5, cpus_per_task=1),
     log:
@@ -49,9 +49,9 @@ rule train:
         # The cell resolved (sagc.train.resolve; its stops are added from input.stops).
         # Canonical JSON: Snakemake reruns a cell whose params changed, and a dict's
         # key order (which follows the YAML file) must not count as a change.
-        cell=lambda wc: json.dumps(resolved_cell(config, cell_of(wc))[0], sort_keys=True),
+        cell=lambda wc: json.dumps(resolved_cell(CONFIG, cell_of(wc))[0], sort_keys=True),
     # The cell's processes on one node, each with train.torch_threads threads.
-    threads: launch.threads(config)
+    threads: launch.threads(CONFIG)
     resources:
         **TRAIN_RESOURCES,
     log:

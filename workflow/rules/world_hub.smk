@@ -12,9 +12,9 @@ rule stage_train_data:
     params:
         flags=cli_flags(
             {
-                "dataset": config["hub"].get("train_dataset"),
-                "split": config["hub"].get("train_split", "train"),
-                "source": config["hub"].get("train_source"),
+                "dataset": CONFIG.hub.train_dataset,
+                "split": CONFIG.hub.train_split,
+                "source": CONFIG.hub.train_source,
             }
         ),
     # the training set converted to JSONL (datasets): memory for the set, no GPU
@@ -33,8 +33,8 @@ rule resolve_hub_model:
     output:
         f"{ROOT}/models/{{model}}/base.json",
     params:
-        hub_id=lambda wc: config["models"][wc.model]["hub_id"],
-        revision=lambda wc: config["models"][wc.model].get("revision", "main"),
+        hub_id=lambda wc: CONFIG.models[wc.model].hub_id,
+        revision=lambda wc: CONFIG.models[wc.model].revision,
     resources:
         **res("resolve_hub_model", mem_mb=1000, runtime=10, cpus_per_task=1),
     log:
@@ -52,9 +52,9 @@ rule stage_benchmarks:
     output:
         f"{ROOT}/data/benchmarks/staged.json",
     params:
-        benchmarks=",".join(staged_benchmarks(config)),
+        benchmarks=",".join(staged_benchmarks(CONFIG)),
         out=lambda wc, output: os.path.dirname(output[0]),
-        source=lambda wc: cli_flags({"source_dir": config["hub"].get("benchmark_source")}),
+        source=lambda wc: cli_flags({"source_dir": CONFIG.hub.benchmark_source}),
     resources:
         **res("stage_benchmarks", mem_mb=4000, runtime=60, cpus_per_task=1),
     log:

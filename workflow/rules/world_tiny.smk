@@ -10,7 +10,7 @@ rule tiny_data:
         heldout=f"{ROOT}/data/heldout.jsonl",
     params:
         out=lambda wc, output: os.path.dirname(output.train),
-        flags=cli_flags(config["tiny"]["data"]),
+        flags=cli_flags(CONFIG.tiny.data),
     resources:
         **res("tiny_data", mem_mb=1000, runtime=10, cpus_per_task=1),
     log:
@@ -53,10 +53,10 @@ rule tiny_base_model:
         info=f"{ROOT}/models/{{model}}/base.json",
     params:
         data=lambda wc, input: os.path.dirname(input.data),
-        arch=lambda wc: config["models"][wc.model]["arch"],
-        seed=lambda wc: stable_seed(wc.model, "base", "base", f"seed{config['tiny']['world_seed']}"),
+        arch=lambda wc: CONFIG.models[wc.model].arch,
+        seed=lambda wc: stable_seed(wc.model, "base", "base", f"seed{CONFIG.tiny.world_seed}"),
         # tiny.model's flags, then the model's own tiny_model flags over them
-        flags=lambda wc: cli_flags({**config["tiny"]["model"], **config["models"][wc.model].get("tiny_model", {})}),
+        flags=lambda wc: cli_flags({**CONFIG.tiny.model, **CONFIG.models[wc.model].tiny_model}),
     threads: 1
     resources:
         **res("tiny_base_model", mem_mb=2000, runtime=30, cpus_per_task=1),
@@ -82,11 +82,11 @@ rule tiny_stragglers:
         f"{ROOT}/models/{{model}}/stragglers.json",
     params:
         data=lambda wc, input: os.path.dirname(input.data),
-        tau=straggler_tau(config),
-        prompts=measure_prompts(config),
-        max_len=train_setting(config, "max_completion_length"),
-        temperature=train_setting(config, "temperature"),
-        flags=cli_flags(config["tiny"]["measure"]),
+        tau=straggler_tau(CONFIG),
+        prompts=measure_prompts(CONFIG),
+        max_len=CONFIG.train.max_completion_length,
+        temperature=CONFIG.train.temperature,
+        flags=cli_flags(CONFIG.tiny.measure),
     resources:
         **res("tiny_stragglers", mem_mb=2000, runtime=20, cpus_per_task=1),
     log:

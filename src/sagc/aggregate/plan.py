@@ -29,20 +29,21 @@ def _fixed(sizings) -> list[tuple[int, str]]:
     return sorted((fixed_group_size(s), s) for s in sizings if fixed_group_size(s) is not None)
 
 
-def dry_run_lines(config: dict[str, Any]) -> list[str]:
-    """The primary family with its planned power, for the dry run (a prepared config:
-    defaults filled). Raises ``ValueError`` naming ``claims.controller`` when it names no
-    controller of a grid that has some."""
-    reg = Registration.from_dict(config.get("claims"))
-    problem = controller_problem(reg.controller, config["sizings"])
+def dry_run_lines(config: Any) -> list[str]:
+    """The primary family with its planned power, for the dry run (a checked pipeline config,
+    ``sagc.pipeline.schema.PipelineConfig``). Raises ``ValueError`` naming
+    ``claims.controller`` when it names no controller of a grid that has some."""
+    reg: Registration = config.claims
+    sizings = config.sizings
+    problem = controller_problem(reg.controller, sizings)
     if problem:
         raise ValueError(f"config key 'claims.controller': {problem}")
-    fixed = _fixed(config["sizings"])
-    if reg.controller not in config["sizings"] or not fixed:
-        why = "the grid trains no controller" if reg.controller not in config["sizings"] else "no fixed G to compare"
+    fixed = _fixed(sizings)
+    if reg.controller not in sizings or not fixed:
+        why = "the grid trains no controller" if reg.controller not in sizings else "no fixed G to compare"
         return [f"pre-registered claims: no primary family ({why})"]
     ref = fixed[-1][1]
-    strata, seeds = len(config["models"]) * len(config["algorithms"]), len(config["seeds"])
+    strata, seeds = len(config.models) * len(config.algorithms), len(config.seeds)
     m = len(PRIMARIES)
     alpha = reg.alpha / m
     df = strata * (seeds - 1)
@@ -64,7 +65,7 @@ def dry_run_lines(config: dict[str, Any]) -> list[str]:
                             for p in PRIMARIES)
         for n in SEED_RANGE)  # fmt: skip
     lines.append(f"  power P1/P2/P3/P4 by seeds per stratum: {table}")
-    cells_per_seed = strata * len(config["sizings"])
+    cells_per_seed = strata * len(sizings)
     if reg.gpu_hours_per_cell is not None:
         hours = cells_per_seed * reg.gpu_hours_per_cell
         lines.append(f"  each extra seed: {cells_per_seed} training cells x {reg.gpu_hours_per_cell:g} GPU-hours "

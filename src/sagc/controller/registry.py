@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import importlib
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -245,11 +245,11 @@ def measurement(config: Mapping[str, Any]) -> SAGCConfig:
     return SAGCConfig.from_dict({k: v for k, v in block.items() if k in MEASUREMENT_KEYS})
 
 
-def grid_group_sizes(config: Mapping[str, Any]) -> tuple[int, ...]:
-    """Every G that a pipeline config's ``sizings`` can choose (each with its config block),
-    sorted."""
-    sizings = [parse_sizing(s) for s in config["sizings"]]
-    return tuple(sorted({g for s in sizings for g in s.group_sizes(s.cell_block(config))}))
+def grid_group_sizes(sizings: Sequence[str], blocks: Mapping[str, Any]) -> tuple[int, ...]:
+    """Every G that a pipeline config's ``sizings`` can choose (each with its block, from
+    ``blocks``, the config's policy blocks), sorted."""
+    parsed = [parse_sizing(s) for s in sizings]
+    return tuple(sorted({g for s in parsed for g in s.group_sizes(s.cell_block(blocks))}))
 
 
 def make_group_sizer(

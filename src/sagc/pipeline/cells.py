@@ -7,14 +7,14 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from sagc.aggregate.grid import ResultGrid
-from sagc.controller import SAGCConfig, grid_group_sizes, measurement, parse_sizing
+from sagc.controller import SAGCConfig, measurement, parse_sizing
 from sagc.evaluate.config import EvalConfig
 from sagc.pipeline.evaluation import EVAL_PIPELINE_KEYS, eval_settings
 from sagc.pipeline.grid import Cell, Grid
 from sagc.pipeline.launch import pipeline_launch
 from sagc.pipeline.memo import per_config
-from sagc.pipeline.memory import auto_accumulation, memory_plan, vllm_share
+from sagc.pipeline.memory import auto_accumulation, grid_group_sizes, memory_plan, vllm_share
+from sagc.pipeline.schema import PipelineConfig
 from sagc.pipeline.world import world_of
 from sagc.train.config import DeviceSection, TrainConfig
 
@@ -23,29 +23,29 @@ def train_data_path(grid: Grid) -> str:
     return f"{grid.data_dir}/train.jsonl"
 
 
-def sizing_section(config: dict[str, Any], sizing: str) -> dict[str, Any]:
+def sizing_section(config: PipelineConfig, sizing: str) -> dict[str, Any]:
     """A cell's ``sizing`` section: its name and the block its policy reads, variant applied
     (``sagc.controller.registry``; a fixed ``g<N>`` gets only the measurement keys)."""
     parsed = parse_sizing(sizing)
-    return {"name": sizing, parsed.block: parsed.cell_block(config)}
+    return {"name": sizing, parsed.block: parsed.cell_block(config.policy_blocks())}
 
 
-def straggler_tau(config: dict[str, Any]) -> float:
+def straggler_tau(config: PipelineConfig) -> float:
     """The straggler threshold of every cell, fixed or not: the ``sagc`` block's tau, or
     ``SAGCConfig``'s default (the one place it is stated)."""
-    return measurement(config).tau
+    return measurement(config.policy_blocks()).tau
 
 
-def measure_prompts(config: dict[str, Any]) -> int:
+def measure_prompts(config: PipelineConfig) -> int:
     """Prompts per step of the world's straggler measurement: ``train.prompts_per_step``,
     or with a ``train.rollout_budget`` the prompts the budget gives the largest G."""
-    train = config["train"]
-    if train.get("prompts_per_step") is not None:
-        return int(train["prompts_per_step"])
-    return max(1, int(train["rollout_budget"]) // max(grid_group_sizes(config)))
+    train = config.train
+    if train.prompts_per_step is not None:
+        return train.prompts_per_step
+    return max(1, train.rollout_budget // max(grid_group_sizes(config)))
 
 
-def train_cell_config(config: dict[str, Any], grid: Grid, cell: Cell) -> dict[str, Any]:
+def train_cell_config(config: PipelineConfig, grid: Grid, cell: Cell) -> dict[str, Any]:
     """One training cell's ``cell.json``: its settings as the config states them (an unstated
     key keeps the trainer's default, so adding a trainer key changes no cell), resolved once
     (``sagc.train.resolve``: the algorithm preset and the step layout, in ``resolved``), with
@@ -61,7 +61,7 @@ def train_cell_config(config: dict[str, Any], grid: Grid, cell: Cell) -> dict[st
 
 
 @per_config
-def resolved_cells(config: dict[str, Any]) -> dict[Cell, tuple[dict[str, Any], TrainConfig] | ValueError]:
+def resolved_cells(config: PipelineConfig) -> dict[Cell, tuple[dict[str, Any], TrainConfig] | ValueError]:
     """Every training cell of a checked config as ``(cell.json, TrainConfig)``, or the
     ``ValueError`` that refuses it. Memoised on the config's content: each cell is resolved
     once per parse, and the config check, the disk check, the dry run's lines and the train
@@ -77,7 +77,7 @@ def resolved_cells(config: dict[str, Any]) -> dict[Cell, tuple[dict[str, Any], T
     return cells
 
 
-def resolved_cell(config: dict[str, Any], cell: Cell) -> tuple[dict[str, Any], TrainConfig]:
+def resolved_cell(config: PipelineConfig, cell: Cell) -> tuple[dict[str, Any], TrainConfig]:
     """``resolved_cells(config)[cell]``; ``ValueError`` when the cell is refused."""
     entry = resolved_cells(config)[cell]
     if isinstance(entry, ValueError):
@@ -85,15 +85,14 @@ def resolved_cell(config: dict[str, Any], cell: Cell) -> tuple[dict[str, Any], T
     return entry
 
 
-def cell_settings(config: dict[str, Any], grid: Grid, cell: Cell) -> dict[str, Any]:
+def cell_settings(config: PipelineConfig, grid: Grid, cell: Cell) -> dict[str, Any]:
     """A training cell's settings, in ``sagc.train``'s cell format, before they are resolved."""
-    spec = config["models"][cell.model]
+    spec = config.models[cell.model]
     out = grid.train_dir(cell)
-    train = {k: v for k, v in config["train"].items()}
-    train["seed"] = cell.train_seed
+    train = {**config.stated("train"), "seed": cell.train_seed}
     launch = pipeline_launch(config, cell.model)
     # the trainer's keys: the memory plan's own (device.memory_*) stay in the pipeline
-    device = {k: v for k, v in config.get("device", {}).items() if k in DeviceSection.model_fields}
+    device = {k: v for k, v in config.stated("device").items() if k in DeviceSection.model_fields}
     if device.get("vllm_gpu_memory_utilization") == "auto":
         device["vllm_gpu_memory_utilization"] = vllm_share(config, cell.model)
     return {
@@ -109,17 +108,17 @@ def cell_settings(config: dict[str, Any], grid: Grid, cell: Cell) -> dict[str, A
             "path": world_of(config).base_model_path(config, grid, cell.model),
             "revision": world_of(config).base_model_revision(spec),
             "tokenizer": None,
-            "trust_remote_code": bool(spec.get("trust_remote_code", False)),
+            "trust_remote_code": spec.trust_remote_code,
         },
         "data": {"train": train_data_path(grid)},
-        "rewards": dict(config.get("rewards", {})),
+        "rewards": config.stated("rewards"),
         "train": train,
-        "algorithm": {"name": cell.algorithm, **config.get("algorithm_overrides", {}).get(cell.algorithm, {})},
+        "algorithm": {"name": cell.algorithm, **config.algorithm_overrides_of(cell.algorithm)},
         "sizing": sizing_section(config, cell.sizing),
         "wandb": {
-            "mode": config["wandb"]["mode"],
-            "project": config["wandb"]["project"],
-            "entity": config["wandb"]["entity"],
+            "mode": config.wandb.mode,
+            "project": config.wandb.project,
+            "entity": config.wandb.entity,
             "group": grid.name,
             "name": cell.id,
             "dir": f"{out}/wandb",
@@ -132,7 +131,7 @@ def cell_settings(config: dict[str, Any], grid: Grid, cell: Cell) -> dict[str, A
 
 
 def eval_cell_config(
-    config: dict[str, Any], grid: Grid, target: Cell | str, threads: int | None = None
+    config: PipelineConfig, grid: Grid, target: Cell | str, threads: int | None = None
 ) -> dict[str, Any]:
     """The resolved config of one evaluation job, in ``sagc.evaluate``'s cell format
     (``EvalConfig``: every key of the evaluate block but ``EVAL_PIPELINE_KEYS``, defaults
@@ -157,22 +156,16 @@ def eval_cell_config(
     )
 
 
-def aggregate_grid(config: dict[str, Any], grid: Grid) -> dict[str, Any]:
+def aggregate_grid(config: PipelineConfig, grid: Grid) -> dict[str, Any]:
     """The grid description ``python -m sagc.aggregate --grid`` reads (``ResultGrid``)."""
-    agg = config.get("aggregate", {})
-    wb = config.get("wandb", {})
+    agg, wb = config.aggregate, config.wandb
     return {
         "name": grid.name,
-        "time_unit": agg.get("time_unit", ResultGrid.default("time_unit")),
-        "last_k": agg.get("last_k", ResultGrid.default("last_k")),
-        "allow_partial": agg.get("allow_partial", ResultGrid.default("allow_partial")),
+        "time_unit": agg.time_unit,
+        "last_k": agg.last_k,
+        "allow_partial": agg.allow_partial,
         "tau": straggler_tau(config),
-        "wandb": {
-            "source": wb.get("source", "offline"),
-            "entity": wb.get("entity"),
-            "project": wb.get("project", "sagc-repro"),
-            "group": grid.name,
-        },
+        "wandb": {"source": wb.source, "entity": wb.entity, "project": wb.project, "group": grid.name},
         "cells": [
             {
                 "id": c.id,
@@ -182,36 +175,36 @@ def aggregate_grid(config: dict[str, Any], grid: Grid) -> dict[str, Any]:
                 "seed": c.seed,
                 "train_dir": grid.train_dir(c),
                 "eval_summary": f"{grid.eval_dir(c)}/summary.json",
-                "max_steps": config["train"]["steps"],
+                "max_steps": config.train.steps,
             }
             for c in grid.cells()
         ],
         "base": [
             {"model": m, "eval_summary": f"{grid.base_eval_dir(m)}/summary.json"}
-            for m in (grid.models if eval_settings(config).get("base_models", True) else ())
+            for m in (grid.models if config.evaluate.base_models else ())
         ],
         "tables_dir": grid.tables_dir,
         "figures_dir": grid.figures_dir,
         "delta": measurement_budget(config),
         "budgets": {s: b for s in grid.sizings if (b := sizing_budget(config, s)) is not None},
         "straggler_reports": world_of(config).straggler_reports(grid),
-        "claims": config.get("claims", {}),
+        "claims": config.stated("claims"),
     }
 
 
-def sizing_budget(config: dict[str, Any], sizing: str) -> float | None:
+def sizing_budget(config: PipelineConfig, sizing: str) -> float | None:
     """The straggler budget delta a controller sizing keeps (its variant applied); None
     for a fixed G or a policy without one."""
     parsed = parse_sizing(sizing)
     if parsed.is_fixed:
         return None
-    return getattr(parsed.config(parsed.cell_block(config)), "delta", None)
+    return getattr(parsed.config(parsed.cell_block(config.policy_blocks())), "delta", None)
 
 
-def measurement_budget(config: dict[str, Any]) -> float:
+def measurement_budget(config: PipelineConfig) -> float:
     """The ``sagc`` block's delta (or ``SAGCConfig``'s default): the budget that picks the
     best static G from the base model's straggler rates."""
-    return SAGCConfig.from_dict(config.get("sagc") or {}).delta
+    return SAGCConfig.from_dict(config.policy_blocks().get("sagc") or {}).delta
 
 
 def cli_flags(params: dict[str, Any]) -> str:

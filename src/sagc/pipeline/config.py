@@ -28,7 +28,7 @@ from sagc.pipeline.cells import resolved_cells
 from sagc.pipeline.evaluation import eval_settings
 from sagc.pipeline.launch import config_problems
 from sagc.pipeline.memory import cell_kv_shortfall
-from sagc.pipeline.schema import FILL_NULL, FILLED, key_order, pipeline_model
+from sagc.pipeline.schema import FILL_NULL, FILLED, PipelineConfig, key_order, pipeline_model
 from sagc.pipeline.world import world_of
 from sagc.vllm_support import check_installed_vllm
 
@@ -54,18 +54,18 @@ def check_types(config: dict[str, Any], source: str) -> None:
         raise ConfigError(f"{source}: invalid config\n  " + "\n  ".join(clauses(err, model))) from None
 
 
-def check_semantics(config: dict[str, Any], source: str) -> None:
+def check_semantics(config: PipelineConfig, source: str) -> None:
     """The checks that need the registry, the task files or the grid; assumes the typed
     check passed and the defaults are filled in."""
     problems = world_of(config).problems(config)
     problems += _evaluate_problems(config)
-    problems += _sizing_problems(config)
+    problems += _sizing_problems(config.sizings, config.policy_blocks())
     problems += config_problems(config)  # launch: strategies, DeepSpeed, the train rule's GPUs
     if problems:
         raise ConfigError(f"{source}: invalid config\n  " + "\n  ".join(problems))
 
 
-def _evaluate_problems(config: dict[str, Any]) -> list[str]:
+def _evaluate_problems(config: PipelineConfig) -> list[str]:
     """The evaluated tasks are packaged tasks of the config's world (their YAMLs' metadata,
     ``sagc.evaluate.taskcfg``), and a per-task ``evaluate.repeats`` names only those."""
     try:
@@ -77,10 +77,10 @@ def _evaluate_problems(config: dict[str, Any]) -> list[str]:
     for task in ev["tasks"]:
         if task not in metas:
             problems.append(f"config key 'evaluate.tasks': unknown task {task!r}; packaged tasks: {sorted(metas)}")
-        elif metas[task].world != config["world"]:
+        elif metas[task].world != config.world:
             problems.append(
                 f"config key 'evaluate.tasks': task {task!r} belongs to world {metas[task].world!r} "
-                f"({metas[task].path.name}), not {config['world']!r}"
+                f"({metas[task].path.name}), not {config.world!r}"
             )
     repeats = ev.get("repeats")
     if isinstance(repeats, dict):
@@ -91,28 +91,29 @@ def _evaluate_problems(config: dict[str, Any]) -> list[str]:
     return problems
 
 
-def _sizing_problems(config: dict[str, Any]) -> list[str]:
-    """Each policy's block and every one of its variants (used by a sizing or not: a typo
-    in an unused one is still a typo), and each sizing against the variants it needs."""
+def _sizing_problems(sizings: list[str], blocks: dict[str, Any]) -> list[str]:
+    """Each policy's block and every one of its variants in ``blocks`` (used by a sizing or
+    not: a typo in an unused one is still a typo), and each sizing against the variants it
+    needs."""
     problems = []
     used = set()
-    for sizing in config["sizings"]:
+    for sizing in sizings:
         try:
             parsed = parse_sizing(sizing, key="config key 'sizings'")
             used.add(parsed.block)
-            parsed.cell_block(config)
+            parsed.cell_block(blocks)
         except ValueError as err:
             msg = str(err)
             problems.append(msg if msg.startswith("config key") else f"config key 'sizings': {msg}")
     for policy in POLICIES.values():
-        if policy.block not in config and policy.block not in used:
+        if policy.block not in blocks and policy.block not in used:
             continue
-        base = Sizing(policy.name, policy=policy).cell_block(config)
+        base = Sizing(policy.name, policy=policy).cell_block(blocks)
         try:
             policy.config.from_dict(base)
         except ValueError as err:
             problems.append(f"config key '{policy.block}': {err}")
-        for variant, overrides in (config.get(policy.variants_block) or {}).items():
+        for variant, overrides in (blocks.get(policy.variants_block) or {}).items():
             try:
                 policy.config.from_dict({**base, **overrides})
             except ValueError as err:
@@ -120,8 +121,8 @@ def _sizing_problems(config: dict[str, Any]) -> list[str]:
     return problems
 
 
-def load_config(*paths: str | Path) -> dict[str, Any]:
-    """Read, check and default-fill a config (what the Snakefile does, for tests/CLIs).
+def load_config(*paths: str | Path) -> PipelineConfig:
+    """Read and check a config (what the Snakefile does, for tests/CLIs).
 
     Several files are layered as ``snakemake --configfile a.yaml b.yaml`` layers them: each
     later file updates the earlier ones key by key, recursively into mappings (an overlay
@@ -170,23 +171,28 @@ def _fills_null(info: FieldInfo) -> bool:
     )
 
 
-def prepare(config: dict[str, Any], source: str) -> dict[str, Any]:
+def prepare(config: dict[str, Any], source: str) -> PipelineConfig:
+    """The one typed config every helper reads, from a config as loaded (``source`` names its
+    files in every error): checked, its defaults filled in (in ``config`` too), its cells
+    resolved. A key the config leaves out and ``fill_defaults`` does not fill stays unset
+    (``PipelineConfig.stated``), so a cell states only what the config does."""
     check_types(config, source)
     fill_defaults(config)
-    check_semantics(config, source)
-    check_cells(config, source)
-    check_vllm(config, source)
-    return config
+    typed = pipeline_model().model_validate_json(json.dumps(config))
+    check_semantics(typed, source)
+    check_cells(typed, source)
+    check_vllm(typed, source)
+    return typed
 
 
-def check_vllm(config: dict[str, Any], source: str) -> None:
+def check_vllm(config: PipelineConfig, source: str) -> None:
     """A config that uses vLLM is refused before any job when the installed vLLM is outside
     TRL's supported window (no-op where vLLM is not installed: dry runs on a laptop)."""
-    if config.get("device", {}).get("use_vllm") or config.get("evaluate", {}).get("backend") == "vllm":
+    if config.device.use_vllm or config.evaluate.backend == "vllm":
         check_installed_vllm(f"{source} uses vLLM")
 
 
-def check_cells(config: dict[str, Any], source: str) -> None:
+def check_cells(config: PipelineConfig, source: str) -> None:
     """Every training cell resolves (``sagc.pipeline.cells.resolved_cells``: the trainer's own
     validation of the algorithm overrides, rewards and device keys the schema passes through,
     the step layout, the memory plan on the config's card); a KV cache too small for a

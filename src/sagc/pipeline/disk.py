@@ -15,11 +15,11 @@ import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
 
 from sagc.pipeline.cells import resolved_cell
 from sagc.pipeline.grid import Cell, Grid
 from sagc.pipeline.memory import Architecture, architecture_of
+from sagc.pipeline.schema import PipelineConfig
 from sagc.pipeline.world import world_of
 from sagc.tiny.defaults import DEFAULT_VOCAB_SIZE
 
@@ -202,21 +202,21 @@ def _bytes_under(folders: Iterable[Path]) -> int:
     return total
 
 
-def model_params(config: dict[str, Any], grid: Grid, model: str) -> tuple[int | None, str | None]:
+def model_params(config: PipelineConfig, grid: Grid, model: str) -> tuple[int | None, str | None]:
     """``(parameters, None)``, or ``(None, why)`` when the count is not available."""
-    spec = config["models"][model]
+    spec = config.models[model]
     if not world_of(config).builds_models:
         try:
             return architecture_of(spec, model).params, None
         except ValueError:
-            return None, f"models.{model}: {spec.get('hub_id')!r} is not in the local Hugging Face cache"
+            return None, f"models.{model}: {spec.hub_id!r} is not in the local Hugging Face cache"
     built = Path(grid.root) / "models" / model / "base" / "config.json"
     if built.is_file():
         return Architecture.from_config(json.loads(built.read_text())).params, None
     from sagc.tiny.models import ModelSize  # it loads the tokenizers library
 
     # The rule's flags (tiny.model, then the model's tiny_model), the size's share of them.
-    flags = {**config.get("tiny", {}).get("model", {}), **spec.get("tiny_model", {})}
+    flags = {**config.tiny.model, **spec.tiny_model}
     size = ModelSize(**{f.name: flags[f.name] for f in fields(ModelSize) if f.name in flags})
     arch = Architecture(  # as sagc.tiny.models.build_model builds it: tied embeddings, Qwen2's qkv bias
         hidden_size=size.hidden_size,
@@ -227,12 +227,12 @@ def model_params(config: dict[str, Any], grid: Grid, model: str) -> tuple[int | 
         intermediate_size=size.intermediate_size,
         vocab_size=DEFAULT_VOCAB_SIZE,
         tie_word_embeddings=True,
-        qkv_bias=spec.get("arch") == "qwen2",
+        qkv_bias=spec.arch == "qwen2",
     )
     return arch.params, None
 
 
-def plan(config: dict[str, Any], grid: Grid) -> list[tuple[Cell, CellDisk]]:
+def plan(config: PipelineConfig, grid: Grid) -> list[tuple[Cell, CellDisk]]:
     """Every cell's disk need, from its resolved trainer config (a checked pipeline config)."""
     params = {m: model_params(config, grid, m) for m in grid.models}
     out = []
@@ -258,7 +258,7 @@ def plan(config: dict[str, Any], grid: Grid) -> list[tuple[Cell, CellDisk]]:
     return out
 
 
-def report(config: dict[str, Any], grid: Grid, free_bytes: Callable[[Path], int] = free_space) -> DiskReport:
+def report(config: PipelineConfig, grid: Grid, free_bytes: Callable[[Path], int] = free_space) -> DiskReport:
     """The grid's ``DiskReport``, with what its cells' folders hold now and the free space of
     the nearest existing folder at or above the results (``free_bytes`` of that folder)."""
     cells = plan(config, grid)
@@ -280,7 +280,7 @@ def report(config: dict[str, Any], grid: Grid, free_bytes: Callable[[Path], int]
     )
 
 
-def check_disk(config: dict[str, Any], grid: Grid, free_bytes: Callable[[Path], int] = free_space) -> str:
+def check_disk(config: PipelineConfig, grid: Grid, free_bytes: Callable[[Path], int] = free_space) -> str:
     """The summary line to print at workflow load; a ``DiskSpaceWarning`` when short."""
     rep = report(config, grid, free_bytes)
     if rep.warning():

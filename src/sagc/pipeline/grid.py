@@ -38,6 +38,11 @@ def check_name(name: object) -> str:
     return name
 
 
+def results_root(name: str) -> str:
+    """Where a config named ``name`` writes: ``results/<name>``."""
+    return f"{RESULTS}/{name}"
+
+
 def stable_seed(*parts: str) -> int:
     """A seed from names: ``zlib.crc32`` of ``"/".join(parts)`` (never Python's salted
     ``hash()``), so the same names give the same seed in every process and on every machine."""
@@ -83,13 +88,14 @@ class Grid:
         check_name(self.name)
 
     @classmethod
-    def from_config(cls, config: dict[str, Any]) -> Grid:
+    def from_config(cls, config: Any) -> Grid:
+        """The grid of a checked pipeline config (``sagc.pipeline.schema.PipelineConfig``)."""
         return cls(
-            name=config["name"],
-            models=tuple(config["models"]),
-            algorithms=tuple(config["algorithms"]),
-            sizings=tuple(config["sizings"]),
-            seeds=tuple(int(s) for s in config["seeds"]),
+            name=config.name,
+            models=tuple(config.models),
+            algorithms=tuple(config.algorithms),
+            sizings=tuple(config.sizings),
+            seeds=tuple(config.seeds),
         )
 
     def cells(self) -> Iterator[Cell]:
@@ -102,7 +108,7 @@ class Grid:
     # -- paths ------------------------------------------------------------------------------
     @property
     def root(self) -> str:
-        return f"{RESULTS}/{self.name}"
+        return results_root(self.name)
 
     @property
     def data_dir(self) -> str:

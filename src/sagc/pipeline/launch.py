@@ -22,10 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from sagc import warm
-from sagc.pipeline.schema import LaunchBlock
-from sagc.pipeline.trainer_defaults import device_setting, train_setting
+from sagc.pipeline.schema import PipelineConfig
 from sagc.ports import free_port
-from sagc.train.config import LaunchSection
+from sagc.train.config import DeviceSection, LaunchSection
 
 #: The accelerate config files, one per strategy, relative to the repository.
 ACCELERATE_CONFIGS = Path("configs/accelerate")
@@ -57,7 +56,8 @@ def cell_launch(cell: Mapping[str, Any]):
 
 
 def cell_uses_cpu(cell: Mapping[str, Any]) -> bool:
-    return bool(device_setting(cell, "use_cpu"))
+    """Whether a cell's processes run on CPU (its ``device.use_cpu``, or the trainer's default)."""
+    return bool((cell.get("device") or {}).get("use_cpu", DeviceSection.default("use_cpu")))
 
 
 def accelerate_config(repo: str | os.PathLike, strategy: str) -> str:
@@ -160,10 +160,10 @@ def outside_slurm(nodes: int) -> str:
     )
 
 
-def check_local_run(config: Mapping[str, Any], env: Mapping[str, str] | None = None) -> None:
+def check_local_run(config: PipelineConfig, env: Mapping[str, str] | None = None) -> None:
     """Before a local run's first job: ``ValueError`` when its cells need several nodes and
     this machine is not inside a SLURM allocation."""
-    nodes = _launch_section(config).nodes
+    nodes = config.launch.nodes
     if nodes > 1 and not (os.environ if env is None else env).get("SLURM_JOB_ID"):
         raise ValueError(outside_slurm(nodes))
 
@@ -181,40 +181,29 @@ def _job_nodelist(job: str) -> str:
 # --- the train rule's resources --------------------------------------------------------------
 
 
-def pipeline_launch(config: Mapping[str, Any], model: str) -> dict[str, Any]:
+def pipeline_launch(config: PipelineConfig, model: str) -> dict[str, Any]:
     """The ``launch`` section of ``model``'s cells: the config's ``launch`` block (nodes,
     processes per node) and the model's ``strategy``, only the keys the config states (the
     trainer's defaults are the rest, so a config without them gives the cells it always did)."""
-    out = {k: v for k, v in (config.get("launch") or {}).items() if k not in STOP_KEYS}
-    strategy = config["models"][model].get("strategy")
+    out = {k: v for k, v in config.stated("launch").items() if k not in STOP_KEYS}
+    strategy = config.models[model].strategy
     if strategy is not None:
         out["strategy"] = strategy
     return out
 
 
-def _launch_section(config: Mapping[str, Any]):
-    """The config's ``launch`` block as the trainer's ``LaunchSection`` (its stop keys aside)."""
-    return LaunchSection.from_dict({k: v for k, v in (config.get("launch") or {}).items() if k not in STOP_KEYS})
-
-
-def stop_setting(config: Mapping[str, Any], key: str) -> int:
-    """A stop key of the config's ``launch`` block (``STOP_KEYS``), or the schema's default."""
-    return int((config.get("launch") or {}).get(key, LaunchBlock.model_fields[key].default))
-
-
-def stop_warning_s(config: Mapping[str, Any]) -> int:
+def stop_warning_s(config: PipelineConfig) -> int:
     """Seconds of SLURM's warning before a train job's time limit: the running step
     (``launch.stop_step_s``) and a checkpoint save (``launch.stop_save_s``)."""
-    return sum(stop_setting(config, k) for k in STOP_KEYS)
+    return config.launch.stop_step_s + config.launch.stop_save_s
 
 
-def threads(config: Mapping[str, Any]) -> int:
+def threads(config: PipelineConfig) -> int:
     """Cores of a train job on one node: its processes x ``train.torch_threads``."""
-    ppn = _launch_section(config).processes_per_node
-    return ppn * (train_setting(config, "torch_threads") or 1)
+    return config.launch.processes_per_node * (config.train.torch_threads or 1)
 
 
-def rule_resources(config: Mapping[str, Any], base: Mapping[str, Any]) -> dict[str, Any]:
+def rule_resources(config: PipelineConfig, base: Mapping[str, Any]) -> dict[str, Any]:
     """The train rule's resources: ``base`` (the rule's defaults under the config's
     ``resources.train``) and what the launch section implies, so that the SLURM executor
     asks for the cell's nodes, one task on each, and one GPU per process:
@@ -231,11 +220,11 @@ def rule_resources(config: Mapping[str, Any], base: Mapping[str, Any]) -> dict[s
       for the running step and a checkpoint (the trainers then exit 75 and the rerun resumes).
     """
     res = dict(base)
-    launch = _launch_section(config)
+    launch = config.launch
     res["nodes"] = launch.nodes
     res["slurm_extra"] = " ".join(filter(None, [res.get("slurm_extra"), f"--signal=USR1@{stop_warning_s(config)}"]))
     res.setdefault("cpus_per_task", threads(config))
-    if device_setting(config, "use_cpu"):
+    if config.device.use_cpu:
         if launch.nodes > 1:
             res["tasks"] = launch.nodes
         return res
@@ -255,7 +244,7 @@ class PreemptionWarning(UserWarning):
     """A stop on SLURM's warning could end before the checkpoint is complete."""
 
 
-def stop_problems(config: Mapping[str, Any], torch_version: str | None = None) -> list[str]:
+def stop_problems(config: PipelineConfig, torch_version: str | None = None) -> list[str]:
     """Why a train job stopped by SLURM's warning might not leave a complete checkpoint, one
     line each naming the key: the warning against the job's time limit, the elastic agent's
     grace (``SHUTDOWN_GRACE_S``) and, for a launch through ``accelerate launch``, a torch that
@@ -263,13 +252,14 @@ def stop_problems(config: Mapping[str, Any], torch_version: str | None = None) -
     warning = stop_warning_s(config)
     need = f"launch.stop_step_s + launch.stop_save_s = {warning} s"
     problems = []
-    runtime = ((config.get("resources") or {}).get("train") or {}).get("runtime")
+    train_resources = config.resources.get("train")
+    runtime = train_resources.runtime if train_resources is not None else None
     if runtime is not None and warning >= runtime * 60:
         problems.append(
             f"{need} is not less than the train job's time limit (resources.train.runtime = {runtime} "
             "min): SLURM's warning would come at the start; raise the runtime"
         )
-    if _launch_section(config).processes == 1:
+    if config.launch.nodes * config.launch.processes_per_node == 1:
         return problems
     if warning > SHUTDOWN_GRACE_S:
         problems.append(
@@ -302,12 +292,12 @@ def deepspeed_installed() -> bool:
     return importlib.util.find_spec("deepspeed") is not None
 
 
-def config_problems(config: Mapping[str, Any]) -> list[str]:
+def config_problems(config: PipelineConfig) -> list[str]:
     """What a config's launch settings ask for that no job could run, one line each naming
     the key and what to do (``sagc.pipeline.config.check_semantics`` reports them)."""
 
     problems = []
-    if "gpu" in ((config.get("resources") or {}).get("train") or {}):
+    if getattr(config.resources.get("train"), "gpu", None) is not None:
         problems.append(
             "config key 'resources.train.gpu': a training cell takes one GPU per process, so its "
             "GPUs follow from launch.processes_per_node (per node) and launch.nodes; set those "
@@ -315,8 +305,8 @@ def config_problems(config: Mapping[str, Any]) -> list[str]:
         )
     # What a strategy needs of the cell (processes, GPUs, the optimizer) is the cell config's
     # rule (sagc.train.config.TrainConfig), checked for every cell; here: the environment.
-    for model, spec in config["models"].items():
-        strategy = spec.get("strategy")
+    for model, spec in config.models.items():
+        strategy = spec.strategy
         if strategy in DEEPSPEED_STRATEGIES and not deepspeed_installed():
             problems.append(
                 f"config key 'models.{model}.strategy': {strategy} is DeepSpeed ZeRO, and DeepSpeed is "

@@ -1,6 +1,6 @@
-"""Memoising a function of a pipeline config on the config's content: a Snakefile parse asks
-for the same derived values (each cell's resolution, a model's vLLM share) from many helpers,
-and each is computed once."""
+"""Memoising a function of a checked pipeline config on the config's content: a Snakefile
+parse asks for the same derived values (each cell's resolution, a model's vLLM share) from
+many helpers, and each is computed once."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import functools
 import json
 from collections.abc import Callable
 from typing import Any, TypeVar
+
+from pydantic import BaseModel
 
 T = TypeVar("T")
 
@@ -19,9 +21,10 @@ def per_config(fn: Callable[..., T]) -> Callable[..., T]:
     memo: dict[str, T] = {}
 
     @functools.wraps(fn)
-    def wrapper(config: dict[str, Any], *args: Any) -> T:
+    def wrapper(config: BaseModel, *args: Any) -> T:
+        stated = config.model_dump(mode="json", exclude_unset=True)  # what its cells carry
         try:
-            key = json.dumps([config, args], sort_keys=True, default=repr)
+            key = json.dumps([stated, args], sort_keys=True, default=repr)
         except TypeError:  # keys of mixed types cannot be sorted: no memo
             return fn(config, *args)
         if key not in memo:

@@ -14,13 +14,11 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 from sagc.controller import grid_group_sizes as _group_sizes
 from sagc.pipeline.memo import per_config
-from sagc.pipeline.schema import DeviceBlock
-from sagc.pipeline.trainer_defaults import device_setting, train_setting
+from sagc.pipeline.schema import ModelSpec, PipelineConfig
 from sagc.train.config import MASTER_WEIGHTS, AlgorithmSection, DeviceSection, LaunchSection, TrainSection
 from sagc.train.presets import StepShapes, resolve_algorithm, step_shapes
 from sagc.train.resolve import MemoryPlan, ResolvedCell
@@ -38,8 +36,13 @@ VLLM_WORKSPACE_GIB = 4.0
 MAX_VLLM_SHARE = 0.95
 #: The phases of a step the plan checks, in the order a step runs them.
 PHASES = ("generating", "scoring", "loss_pass")
-#: Every G of the grid, once per parse (every cell's plan reads it).
-grid_group_sizes = per_config(_group_sizes)
+
+
+@per_config
+def grid_group_sizes(config: PipelineConfig) -> tuple[int, ...]:
+    """Every G of the grid, once per parse (every cell's plan reads it)."""
+    return _group_sizes(config.sizings, config.policy_blocks())
+
 
 #: ``config.json`` of the paper's base models (the fields the architecture classes read).
 PAPER_MODEL_CONFIGS: dict[str, dict[str, Any]] = {
@@ -129,16 +132,16 @@ class Architecture:
         return 2 * self.num_layers * self.kv_dim * dtype_bytes
 
 
-def architecture_of(model_spec: dict[str, Any], model_name: str) -> Architecture:
+def architecture_of(model_spec: ModelSpec, model_name: str) -> Architecture:
     """The architecture of a config's model entry: a paper model from the table, another hub
     model from its ``config.json`` in the local Hugging Face cache."""
-    hub_id = model_spec.get("hub_id")
+    hub_id = model_spec.hub_id
     if hub_id in PAPER_MODEL_CONFIGS:
         return Architecture.from_config(PAPER_MODEL_CONFIGS[hub_id])
     if hub_id:
         from huggingface_hub import try_to_load_from_cache
 
-        path = try_to_load_from_cache(hub_id, "config.json", revision=model_spec.get("revision"))
+        path = try_to_load_from_cache(hub_id, "config.json", revision=model_spec.revision)
         if isinstance(path, str):
             with open(path) as fh:
                 return Architecture.from_config(json.load(fh))
@@ -356,17 +359,17 @@ def vllm_share_for(
 
 
 @per_config
-def vllm_share(config: dict[str, Any], model: str) -> float:
+def vllm_share(config: PipelineConfig, model: str) -> float:
     """``device.vllm_gpu_memory_utilization`` of ``model``'s cells: the config's number, or for
     ``auto`` ``vllm_share_for`` one engine's rows of the grid's largest step (P x G_max, or the
     rollout budget, over the cell's processes) within what the generation phase of the
     model's heaviest algorithm leaves, the same for every cell of the model (without
     ``use_vllm``, where the key is unused, the trainer's default)."""
-    device, train = _settings(config)
-    value = device("vllm_gpu_memory_utilization")
+    device, train = config.device, config.train
+    value = device.vllm_gpu_memory_utilization
     if value != "auto":
         return value
-    if not device("use_vllm"):
+    if not device.use_vllm:
         return DeviceSection.default("vllm_gpu_memory_utilization")  # no engine: the key is unused
     card = card_gib(config)
     if card is None:
@@ -374,33 +377,29 @@ def vllm_share(config: dict[str, Any], model: str) -> float:
             "device.vllm_gpu_memory_utilization=auto needs device.gpu_memory_gib (and "
             "device.use_cpu=false): the card the share is a part of"
         )
-    rollouts = train("rollout_budget") or train("prompts_per_step") * max(grid_group_sizes(config))
+    rollouts = train.rollout_budget or train.prompts_per_step * max(grid_group_sizes(config))
     held = max(_estimate(config, model, algo, 1, vllm_fraction=0.0).held for algo in _algorithms(config))
     return vllm_share_for(
-        architecture_of(config["models"][model], model),
+        architecture_of(config.models[model], model),
         rows=-(-rollouts // _processes(config)),
-        tokens_per_row=train("max_prompt_length") + train("max_completion_length"),
+        tokens_per_row=train.max_prompt_length + train.max_completion_length,
         card_gib=card,
         room_gib=card - held / GIB,
     )
 
 
-def card_gib(config: dict[str, Any]) -> float | None:
+def card_gib(config: PipelineConfig) -> float | None:
     """The card the config is sized for (``device.gpu_memory_gib``, the total the driver
     reports); None on CPU or unset."""
-    device = config.get("device", {})
-    if device.get("use_cpu", True):
-        return None
-    return device.get("gpu_memory_gib")
+    return None if config.device.use_cpu else config.device.gpu_memory_gib
 
 
-def margins(config: dict[str, Any], model: str) -> Margins:
+def margins(config: PipelineConfig, model: str) -> Margins:
     """The plan's allowances for ``model``: measured (``device.memory_measured``) or stated."""
-    device = config.get("device", {})
-    measured = device.get("memory_measured")
+    measured = config.device.memory_measured
     if measured:
-        return measured_margins(measured, config["models"][model].get("hub_id"), model)
-    return Margins(margin_gib=device.get("memory_margin_gib", DeviceBlock.default("memory_margin_gib")))
+        return measured_margins(measured, config.models[model].hub_id, model)
+    return Margins(margin_gib=config.device.memory_margin_gib)
 
 
 def measured_margins(path: str, hub_id: str | None, model: str) -> Margins:
@@ -433,76 +432,65 @@ def measured_margins(path: str, hub_id: str | None, model: str) -> Margins:
 MEASURED_SCHEMA = "sagc.gpu_memory_check/1"
 
 
-def cell_estimate(config: dict[str, Any], model: str, algo: Any, micro_batch: int) -> MemoryEstimate:
+def cell_estimate(config: PipelineConfig, model: str, algo: Any, micro_batch: int) -> MemoryEstimate:
     """The plan of one cell of a checked pipeline config with ``micro_batch`` rows a pass;
     ``algo`` is the cell's ``sagc.train.presets.AlgorithmSettings``."""
     return _estimate(config, model, algo, micro_batch, vllm_fraction=vllm_share(config, model))
 
 
 def _estimate(
-    config: dict[str, Any], model: str, algo: Any, micro_batch: int, *, vllm_fraction: float
+    config: PipelineConfig, model: str, algo: Any, micro_batch: int, *, vllm_fraction: float
 ) -> MemoryEstimate:
-    device, train = _settings(config)
+    device, train = config.device, config.train
     card = card_gib(config)
     if card is None:
         raise ValueError("device.gpu_memory_gib is needed for a memory estimate (and device.use_cpu=false)")
     return estimate(
-        architecture_of(config["models"][model], model),
-        master_weights=device("master_weights"),
+        architecture_of(config.models[model], model),
+        master_weights=device.master_weights,
         reference_model=algo.beta > 0,
         micro_batch=micro_batch,
-        tokens_per_row=train("max_prompt_length") + train("max_completion_length"),
+        tokens_per_row=train.max_prompt_length + train.max_completion_length,
         vllm_fraction=vllm_fraction,
         card_gib=card,
-        gradient_checkpointing=device("gradient_checkpointing"),
-        use_vllm=device("use_vllm"),
-        vllm_sleep=device("vllm_sleep_mode"),
-        strategy=config["models"][model].get("strategy") or LaunchSection.default("strategy"),
+        gradient_checkpointing=device.gradient_checkpointing,
+        use_vllm=device.use_vllm,
+        vllm_sleep=device.vllm_sleep_mode,
+        strategy=config.models[model].strategy or LaunchSection.default("strategy"),
         processes=_processes(config),
         margins=margins(config, model),
     )
 
 
-def _processes(config: dict[str, Any]) -> int:
-    launch = config.get("launch") or {}
-    return int(launch.get("nodes", LaunchSection.default("nodes"))) * int(
-        launch.get("processes_per_node", LaunchSection.default("processes_per_node"))
-    )
+def _processes(config: PipelineConfig) -> int:
+    return config.launch.nodes * config.launch.processes_per_node
 
 
-def _algorithms(config: dict[str, Any]) -> list[Any]:
+def _algorithms(config: PipelineConfig) -> list[Any]:
     """The grid's algorithms with the config's overrides (``AlgorithmSettings``)."""
-    _, train = _settings(config)
-    overrides = config.get("algorithm_overrides") or {}
     return [
-        resolve_algorithm({"name": a, **(overrides.get(a) or {})}, train("max_completion_length"))
-        for a in config["algorithms"]
+        resolve_algorithm({"name": a, **config.algorithm_overrides_of(a)}, config.train.max_completion_length)
+        for a in config.algorithms
     ]
 
 
-def _settings(config: dict[str, Any]):
-    """``(device(key), train(key))``: a checked config's device and train values, the
-    trainer's defaults where the config states none (``sagc.pipeline.trainer_defaults``)."""
-    return partial(device_setting, config), partial(train_setting, config)
-
-
-def cell_kv_shortfall(config: dict[str, Any], model: str, rows: int) -> str | None:
+def cell_kv_shortfall(config: PipelineConfig, model: str, rows: int) -> str | None:
     """``kv_shortfall`` for one engine of a cell of a checked pipeline config (``None`` without
     vLLM or a card size)."""
-    device, train = _settings(config)
+    train = config.train
     card = card_gib(config)
-    if card is None or not device("use_vllm"):
+    if card is None or not config.device.use_vllm:
         return None
     return kv_shortfall(
-        architecture_of(config["models"][model], model),
+        architecture_of(config.models[model], model),
         rows=rows,
-        tokens_per_row=train("max_prompt_length") + train("max_completion_length"),
+        tokens_per_row=train.max_prompt_length + train.max_completion_length,
         vllm_fraction=vllm_share(config, model),
         card_gib=card,
     )
 
 
-def auto_accumulation(config: dict[str, Any], model: str, settings: dict[str, Any]) -> dict[str, int]:
+def auto_accumulation(config: PipelineConfig, model: str, settings: dict[str, Any]) -> dict[str, int]:
     """``train.gradient_accumulation_steps: auto`` of a cell's ``settings``, as the numbers the
     cell then states: the smallest accumulation whose micro-batch at the grid's smallest G fits
     the card (and whose step splits), and that micro-batch as the rows of a loss pass (unless
@@ -548,7 +536,7 @@ def auto_accumulation(config: dict[str, Any], model: str, settings: dict[str, An
     )
 
 
-def memory_plan(config: dict[str, Any], model: str, resolved: ResolvedCell) -> MemoryPlan | None:
+def memory_plan(config: PipelineConfig, model: str, resolved: ResolvedCell) -> MemoryPlan | None:
     """A resolved cell's memory plan on the config's card (None without one): a pass of its
     micro-batch (at most ``micro_batch_rows`` rows, the loss pass's and a scoring chunk's) must
     fit the card in every phase by the estimate, or the cell is refused before any job."""

@@ -7,24 +7,22 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Mapping
 from typing import Any
 
 from sagc.pipeline.cells import resolved_cell
 from sagc.pipeline.launch import (
     CELL_FILE,
-    STOP_KEYS,
     PreemptionWarning,
     cell_launch,
     cell_uses_cpu,
     command,
     stop_problems,
-    stop_setting,
 )
 from sagc.pipeline.memory import card_gib, margins
+from sagc.pipeline.schema import PipelineConfig
 
 
-def train_lines(config: Mapping[str, Any], grid: Any, *, repo: str | os.PathLike, cpus_per_node: int) -> list[str]:
+def train_lines(config: PipelineConfig, grid: Any, *, repo: str | os.PathLike, cpus_per_node: int) -> list[str]:
     """Per model, how its cells run and the command that trains one of them (when a cell is
     several processes); each model x algorithm's memory plan per phase (with a card,
     ``memory_lines``); and the time a stop on SLURM's warning needs, with a
@@ -43,7 +41,7 @@ def train_lines(config: Mapping[str, Any], grid: Any, *, repo: str | os.PathLike
         cmd = command(cell, f"{cell['output_dir']}/{CELL_FILE}", repo=repo, cpus_per_node=cpus_per_node)
         lines.append(f"train: each {model} cell on {where} {units}, {launch.strategy}; {cell_id.id}: {cmd}")
     lines.extend(memory_lines(config, grid))
-    step, save = (stop_setting(config, k) for k in STOP_KEYS)
+    step, save = config.launch.stop_step_s, config.launch.stop_save_s
     lines.append(
         f"stop: SLURM warns a train job {step + save} s before its time limit (--signal=USR1@{step + save}: "
         f"launch.stop_step_s {step} + launch.stop_save_s {save}); its trainers finish the step, "
@@ -52,7 +50,7 @@ def train_lines(config: Mapping[str, Any], grid: Any, *, repo: str | os.PathLike
     return lines
 
 
-def memory_lines(config: dict[str, Any], grid: Any) -> list[str]:
+def memory_lines(config: PipelineConfig, grid: Any) -> list[str]:
     """Each model x algorithm's peak per phase against the card (``sagc.pipeline.memory``),
     from a resolved cell of each (every cell of a model and algorithm trains in the same
     passes); nothing without a card."""

@@ -391,6 +391,22 @@ class PipelineConfig(_Block):
         ),
     )
 
+    def stated(self, key: str) -> Any:
+        """A top-level key as the config states it, its filled-in defaults included
+        (``sagc.pipeline.config.fill_defaults``), in JSON form: what a cell carries, so a key
+        the config leaves out keeps its consumer's default."""
+        return self.model_dump(mode="json", include={key}, exclude_unset=True)[key]
+
+    def algorithm_overrides_of(self, algorithm: str) -> dict[str, Any]:
+        """The keys ``algorithm_overrides`` passes to ``algorithm``'s preset (none: ``{}``)."""
+        return getattr(self.algorithm_overrides, algorithm, None) or {}
+
+    def policy_blocks(self) -> dict[str, Any]:
+        """Each policy's block and variants block as stated: what the controller registry reads
+        (``Sizing.cell_block``, ``measurement``)."""
+        names = [p.block for p in POLICIES.values()] + [p.variants_block for p in POLICIES.values()]
+        return {k: self.stated(k) for k in names if k in self.model_fields_set}
+
     @model_validator(mode="after")
     def _fresh_report_seeds(self) -> PipelineConfig:
         tuned_on = sorted(set(self.seeds) & set(self.dev_seeds))

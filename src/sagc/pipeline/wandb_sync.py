@@ -7,9 +7,9 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Mapping
-from typing import Any
 
 from sagc.pipeline.grid import Cell, Grid
+from sagc.pipeline.schema import PipelineConfig
 
 #: The offline run folders under a cell's W&B dir (``<cell>/wandb``, ``sagc.pipeline.cells``),
 #: which holds wandb's own ``wandb/`` folder.
@@ -25,21 +25,21 @@ def offline_runs_glob(grid: Grid) -> str:
     return f"{grid.train_dir(Cell('*', '*', '*', '*'))}/{OFFLINE_RUNS}"  # type: ignore[arg-type]
 
 
-def sync_command(config: dict[str, Any], grid: Grid) -> str:
+def sync_command(config: PipelineConfig, grid: Grid) -> str:
     """The command that uploads the grid's offline runs (from a machine with network)."""
-    wb = config.get("wandb", {})
-    flags = f"-p {wb['project']} " if wb.get("project") else ""
-    flags += f"-e {wb['entity']} " if wb.get("entity") else ""
+    wb = config.wandb
+    flags = f"-p {wb.project} " if wb.project else ""
+    flags += f"-e {wb.entity} " if wb.entity else ""
     return f"wandb sync {flags}{offline_runs_glob(grid)}"
 
 
-def wandb_advice(config: dict[str, Any], grid: Grid, env: Mapping[str, str] = os.environ) -> str | None:
+def wandb_advice(config: PipelineConfig, grid: Grid, env: Mapping[str, str] = os.environ) -> str | None:
     """Why ``wandb.mode: online`` is risky on a cluster's compute nodes, and what to run
     instead: for the hub world (the cluster path) and inside a SLURM job; None otherwise.
     The executor is not known yet when the workflow loads, so the world stands for it."""
-    if config.get("wandb", {}).get("mode") != "online":
+    if config.wandb.mode != "online":
         return None
-    if config["world"] != "hub" and "SLURM_JOB_ID" not in env:
+    if config.world != "hub" and "SLURM_JOB_ID" not in env:
         return None
     return (
         "config key 'wandb.mode' is online: a training job on a compute node without network fails "
@@ -49,7 +49,7 @@ def wandb_advice(config: dict[str, Any], grid: Grid, env: Mapping[str, str] = os
     )
 
 
-def check_wandb(config: dict[str, Any], grid: Grid, env: Mapping[str, str] = os.environ) -> None:
+def check_wandb(config: PipelineConfig, grid: Grid, env: Mapping[str, str] = os.environ) -> None:
     """``wandb_advice`` as a ``WandbModeWarning``, when there is advice to give."""
     advice = wandb_advice(config, grid, env)
     if advice:

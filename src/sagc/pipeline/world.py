@@ -9,10 +9,9 @@ docs/architecture.md ("One source of truth", the world).
 
 from __future__ import annotations
 
-from typing import Any
-
 from sagc.pipeline.evaluation import evaluation_plan_line
 from sagc.pipeline.grid import Grid
+from sagc.pipeline.schema import ModelSpec, PipelineConfig
 
 
 class World:
@@ -26,24 +25,24 @@ class World:
     #: A local run forks the jobs from one warm interpreter (``sagc.warm``).
     warm_jobs: bool
 
-    def problems(self, config: dict[str, Any]) -> list[str]:
+    def problems(self, config: PipelineConfig) -> list[str]:
         """What the config lacks for this world, each naming its key."""
         key, example = self.model_key
         return [
             f"config key 'models.{model}.{key}': required for world '{self.name}' ({example})"
-            for model, spec in config["models"].items()
-            if key not in spec
+            for model, spec in config.models.items()
+            if getattr(spec, key) is None
         ]
 
-    def base_model_path(self, config: dict[str, Any], grid: Grid, model: str) -> str:
+    def base_model_path(self, config: PipelineConfig, grid: Grid, model: str) -> str:
         """What a training cell loads its base model from."""
         raise NotImplementedError
 
-    def base_model_revision(self, spec: dict[str, Any]) -> str | None:
+    def base_model_revision(self, spec: ModelSpec) -> str | None:
         """The revision a training cell loads (None: a local folder has none)."""
         return None
 
-    def base_model_eval(self, config: dict[str, Any], grid: Grid, model: str) -> dict[str, str]:
+    def base_model_eval(self, config: PipelineConfig, grid: Grid, model: str) -> dict[str, str]:
         """How an evaluation job names a base model: ``{"model": DIR}`` or ``{"model_json": FILE}``."""
         return {"model": self.base_model_path(config, grid, model)}
 
@@ -59,11 +58,11 @@ class World:
         """Per base model, its straggler report (``sagc.tiny.measure``), where it has one."""
         return {}
 
-    def cpu_isa(self, config: dict[str, Any]) -> str | None:
+    def cpu_isa(self, config: PipelineConfig) -> str | None:
         """The instruction set every job computes with (None: the machine's own)."""
         return None
 
-    def load_lines(self, config: dict[str, Any], grid: Grid) -> list[str]:
+    def load_lines(self, config: PipelineConfig, grid: Grid) -> list[str]:
         """What the workflow prints about this world when it loads (a dry run too)."""
         return []
 
@@ -87,7 +86,7 @@ class TinyWorld(World):
         return {m: f"{grid.root}/models/{m}/stragglers.json" for m in grid.models}
 
     def cpu_isa(self, config):
-        return config["tiny"]["cpu_isa"]
+        return config.tiny.cpu_isa
 
 
 class HubWorld(World):
@@ -97,19 +96,19 @@ class HubWorld(World):
     warm_jobs = False
 
     def problems(self, config):
-        hub = config.get("hub", {})
+        hub = config.hub
         missing = (
             []
-            if hub.get("train_dataset") or hub.get("train_source")
+            if hub.train_dataset or hub.train_source
             else ["config key 'hub.train_dataset': world 'hub' needs a training dataset (or hub.train_source)"]
         )
         return super().problems(config) + missing
 
     def base_model_path(self, config, grid, model):
-        return config["models"][model]["hub_id"]
+        return config.models[model].hub_id
 
     def base_model_revision(self, spec):
-        return spec.get("revision")
+        return spec.revision
 
     def base_model_eval(self, config, grid, model):
         # the evaluation needs a folder, not a hub id: the snapshot resolve_hub_model found
@@ -128,6 +127,6 @@ class HubWorld(World):
 WORLDS: dict[str, World] = {w.name: w for w in (TinyWorld(), HubWorld())}
 
 
-def world_of(config: dict[str, Any]) -> World:
+def world_of(config: PipelineConfig) -> World:
     """The world a (schema-checked) pipeline config names."""
-    return WORLDS[config["world"]]
+    return WORLDS[config.world]

@@ -126,15 +126,12 @@ class TrainSection(Section):
         ),
     )
 
-    @model_validator(mode="before")
-    @classmethod
-    def _budget_turns_default_p_off(cls, d: Any) -> Any:
-        if isinstance(d, Mapping) and d.get("rollout_budget") is not None and "prompts_per_step" not in d:
-            return {**d, "prompts_per_step": None}
-        return d
-
     @model_validator(mode="after")
     def _check_step_size_and_stop(self) -> "TrainSection":
+        if self.rollout_budget is not None and "prompts_per_step" not in self.model_fields_set:
+            # a budget turns the default P off; set around pydantic, so that prompts_per_step
+            # stays a key the config did not state (what a pipeline cell carries)
+            object.__setattr__(self, "prompts_per_step", None)
         if (self.prompts_per_step is None) == (self.rollout_budget is None):
             raise ValueError(
                 "exactly one of train.prompts_per_step (fixed prompts per step, the paper's "
