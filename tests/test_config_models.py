@@ -54,24 +54,3 @@ def test_a_bad_list_item_is_not_also_reported_as_a_short_list():
     with pytest.raises(ValueError) as err:
         parse_grid(grid, source="grid.json")
     assert str(err.value) == "grid.json: cells[0].seed must be an integer, got True"
-
-
-def test_a_key_a_file_names_otherwise_than_python_is_named_as_the_file_has_it():
-    """The grid file's ``max_steps`` is ``CellOutputs.steps`` in Python (rollout steps, not
-    TRL's optimizer updates); a message names the file's key, never the Python name."""
-    cell = {
-        "id": "a",
-        "model": "m",
-        "algorithm": "grpo",
-        "sizing": "g4",
-        "seed": 0,
-        "train_dir": "r",
-        "eval_summary": "e",
-        "max_steps": 7,
-    }
-    grid = {"name": "x", "tables_dir": "t", "figures_dir": "f", "cells": [cell]}
-    assert parse_grid(grid).cells[0].steps == 7
-    with pytest.raises(ValueError) as err:
-        parse_grid({**grid, "cells": [{**cell, "steps": 7}]}, source="grid.json")
-    assert str(err.value).startswith("grid.json: unknown key(s) in cells[0]: cells[0].steps (allowed: [")
-    assert "'max_steps'" in str(err.value) and "'steps'" not in str(err.value).split("allowed:")[1]

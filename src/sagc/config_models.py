@@ -74,20 +74,11 @@ def model_in(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
-def file_keys(model: type[BaseModel]) -> dict[str, FieldInfo]:
-    """A model's fields by the key a file states them with: a field's validation alias (the
-    file's name for it, where the Python name differs), else its name."""
-    return {
-        info.validation_alias if isinstance(info.validation_alias, str) else name: info
-        for name, info in model.model_fields.items()
-    }
-
-
 def _field_at(model: type[BaseModel] | None, loc: tuple) -> tuple[FieldInfo | None, int]:
     """The innermost field ``loc`` names, and how many parts of ``loc`` lead to it."""
     info, depth = None, 0
-    while depth < len(loc) and model is not None and loc[depth] in file_keys(model):
-        info = file_keys(model)[loc[depth]]
+    while depth < len(loc) and model is not None and loc[depth] in model.model_fields:
+        info = model.model_fields[loc[depth]]
         model, depth = model_in(info.annotation), depth + 1
     return info, depth
 
@@ -152,7 +143,7 @@ def clauses(err: ValidationError, model: type[BaseModel], prefix: tuple = ()) ->
         out.append(f"{key} must be {words}, got {e['input']!r}" if words else f"{key}: {e['msg']}")
     for parent, keys in unknown.items():
         owner = model_in(_field_at(model, parent)[0].annotation) if parent else model
-        allowed = f" (allowed: {sorted(file_keys(owner))})" if owner is not None else ""
+        allowed = f" (allowed: {sorted(owner.model_fields)})" if owner is not None else ""
         where = _dotted(prefix + parent)
         if where:
             out.append(f"unknown key(s) in {where}: {', '.join(f'{where}.{k}' for k in keys)}{allowed}")

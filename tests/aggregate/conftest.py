@@ -74,7 +74,7 @@ def synthetic_world(wandb_env, tmp_path_factory):
             write_eval(root / eval_path, MODEL, cell_id, acc)
             cells.append({"id": cell_id, "model": MODEL, "algorithm": ALGO, "sizing": sizing,
                           "seed": seed, "train_dir": str(train_dir),
-                          "eval_summary": str(eval_path), "max_steps": STEPS})  # fmt: skip
+                          "eval_summary": str(eval_path), "steps": STEPS})  # fmt: skip
     base_eval = Path("results/t/eval") / MODEL / "base" / "summary.json"
     write_eval(root / base_eval, MODEL, "base", BASE_EVAL)
     report = Path("results/t/models") / MODEL / "stragglers.json"

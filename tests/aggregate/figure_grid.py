@@ -76,7 +76,7 @@ def figure_collected(seeds=SEEDS, sizings=SIZINGS, tie: bool = True) -> Collecte
                     cid = f"{model}/{algo}/{sizing}/seed{seed}"
                     cell = CellOutputs(id=cid, model=model, algorithm=algo, sizing=sizing, seed=seed,
                                 train_dir=root / "train" / cid,
-                                eval_summary=root / "eval" / cid / "summary.json", max_steps=STEPS)  # fmt: skip
+                                eval_summary=root / "eval" / cid / "summary.json", steps=STEPS)  # fmt: skip
                     history = _history(rng, sizing)
                     config = {
                         "model": model,

@@ -49,8 +49,8 @@ def test_missing_and_unfinished_cells_are_named(world_copy):
 
 def test_too_few_steps_is_unfinished(world_copy):
     root, grid = world_copy
-    grid["cells"][0]["max_steps"] = 10
-    with pytest.raises(MissingCellsError, match="last logged step 6 of max_steps 10"):
+    grid["cells"][0]["steps"] = 10
+    with pytest.raises(MissingCellsError, match="last logged step 6 of 10"):
         aggregate(parse_grid(grid, root=root), figures=False)
 
 

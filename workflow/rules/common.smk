@@ -24,7 +24,7 @@ from sagc.pipeline.cells import (
 )
 from sagc.pipeline.config import prepare
 from sagc.pipeline.env import configure_job_environment
-from sagc.pipeline.evaluation import eval_settings, staged_benchmarks
+from sagc.pipeline.evaluation import staged_benchmarks
 from sagc.pipeline.grid import Cell, stable_seed
 from sagc.pipeline.world import world_of
 
@@ -41,7 +41,6 @@ with contextlib.suppress(ValueError):  # not the main thread (an API caller's)
 GRID = Grid.from_config(CONFIG)
 ROOT = GRID.root
 WORLD = world_of(CONFIG)  # tiny or hub: what differs between them (sagc.pipeline.world)
-EVAL = eval_settings(CONFIG)
 CELL_DIR = "{model}/{algo}/{sizing}/seed{seed}"
 
 for line in WORLD.load_lines(CONFIG, GRID):
@@ -161,7 +160,7 @@ def cell_outputs():
     cell folder would leave "Nothing to be done" and tables that still show it."""
     files = [f"{GRID.train_dir(c)}/done.json" for c in GRID.cells()]
     files += [f"{GRID.eval_dir(c)}/summary.json" for c in GRID.cells()]
-    if EVAL.get("base_models", True):
+    if CONFIG.evaluate.base_models:
         files += [f"{GRID.base_eval_dir(m)}/summary.json" for m in GRID.models]
     return files
 

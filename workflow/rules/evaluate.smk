@@ -20,9 +20,9 @@ rule evaluate_cell:
     params:
         cell=lambda wc, threads: eval_cell(cell_of(wc), threads),
         out=lambda wc, output: os.path.dirname(output[0]),
-    threads: EVAL["threads"]
+    threads: CONFIG.evaluate.threads
     resources:
-        **res("evaluate", mem_mb=3000, runtime=30, cpus_per_task=EVAL["threads"]),
+        **res("evaluate", mem_mb=3000, runtime=30, cpus_per_task=CONFIG.evaluate.threads),
     log:
         f"{ROOT}/logs/eval/{CELL_DIR}.log",
     benchmark:
@@ -43,9 +43,9 @@ rule evaluate_base:
     params:
         cell=lambda wc, threads: eval_cell(wc.model, threads),
         out=lambda wc, output: os.path.dirname(output[0]),
-    threads: EVAL["threads"]
+    threads: CONFIG.evaluate.threads
     resources:
-        **res("evaluate", mem_mb=3000, runtime=30, cpus_per_task=EVAL["threads"]),
+        **res("evaluate", mem_mb=3000, runtime=30, cpus_per_task=CONFIG.evaluate.threads),
     log:
         f"{ROOT}/logs/eval/{{model}}_base.log",
     benchmark:

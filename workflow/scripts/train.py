@@ -18,8 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from sagc.pipeline import launch
-from sagc.pipeline.grid import results_root
+from sagc.pipeline import Grid, launch
 from sagc.train.run import DONE_FILE
 
 ATTEMPT_LOG = "train.log"
@@ -34,7 +33,7 @@ path.write_text(json.dumps(cell, indent=2))
 cell_id = cell["cell"]["id"]
 job_log = Path(snakemake.log[0])
 attempt_log = path.parent / ATTEMPT_LOG
-progress = Path(results_root(snakemake.config["name"])) / "logs" / PROGRESS_LOG
+progress = Path(Grid.from_config(snakemake.config).root) / "logs" / PROGRESS_LOG
 slurm_job = os.environ.get("SLURM_JOB_ID")
 where = f", SLURM job {slurm_job}" if slurm_job else ""
 

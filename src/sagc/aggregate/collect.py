@@ -119,7 +119,7 @@ def _collect_cell(cell: CellOutputs, reader: RunReader, grid: ResultGrid) -> Cel
         else:
             last = int(run.history[metrics.STEP].max())
             if cell.steps is not None and last < cell.steps:
-                result.missing.append(f"training unfinished: last logged step {last} of max_steps {cell.steps}")
+                result.missing.append(f"training unfinished: last logged step {last} of {cell.steps}")
             lacking = missing_metrics(run.history)
             if lacking:
                 result.missing.append(f"metric(s) never logged: {', '.join(lacking)}")

@@ -41,11 +41,7 @@ class CellOutputs(Section):
     seed: Integer
     train_dir: RootedPath
     eval_summary: RootedPath
-    # The file's key stays max_steps (grid.json is written as it was); it counts rollout steps,
-    # not TRL's max_steps (optimizer updates).
-    steps: PositiveInt | None = Field(
-        None, validation_alias="max_steps", description="rollout steps; fewer logged = unfinished"
-    )
+    steps: PositiveInt | None = Field(None, description="rollout steps; fewer logged = unfinished")
 
 
 class BaseModelOutputs(Section):

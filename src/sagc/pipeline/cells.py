@@ -175,7 +175,7 @@ def aggregate_grid(config: PipelineConfig, grid: Grid) -> dict[str, Any]:
                 "seed": c.seed,
                 "train_dir": grid.train_dir(c),
                 "eval_summary": f"{grid.eval_dir(c)}/summary.json",
-                "max_steps": config.train.steps,
+                "steps": config.train.steps,
             }
             for c in grid.cells()
         ],

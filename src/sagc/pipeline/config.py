@@ -21,7 +21,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_core import to_jsonable_python
 
-from sagc.config_models import clauses, file_keys, model_in
+from sagc.config_models import clauses, model_in
 from sagc.controller import POLICIES, Sizing, parse_sizing
 from sagc.evaluate.taskcfg import task_metas
 from sagc.pipeline.cells import resolved_cells
@@ -147,7 +147,7 @@ def fill_defaults(config: dict[str, Any], model: type[BaseModel] | None = None, 
     applies (so a cell's params state only what the config does)."""
     top = model is None
     model = pipeline_model() if top else model
-    fields = file_keys(model)
+    fields = model.model_fields
     for key in key_order(model) if top else fields:
         info = fields[key]
         if key not in config and not info.is_required():

@@ -16,8 +16,9 @@ from __future__ import annotations
 import itertools
 import re
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 RESULTS = "results"
@@ -36,11 +37,6 @@ def check_name(name: object) -> str:
             f"starting with a letter or digit); it becomes the folder {RESULTS}/<name>/"
         )
     return name
-
-
-def results_root(name: str) -> str:
-    """Where a config named ``name`` writes: ``results/<name>``."""
-    return f"{RESULTS}/{name}"
 
 
 def stable_seed(*parts: str) -> int:
@@ -89,7 +85,10 @@ class Grid:
 
     @classmethod
     def from_config(cls, config: Any) -> Grid:
-        """The grid of a checked pipeline config (``sagc.pipeline.schema.PipelineConfig``)."""
+        """The grid of a checked pipeline config (``sagc.pipeline.schema.PipelineConfig``), or of
+        the config mapping a job script gets from Snakemake (``workflow/scripts/train.py``)."""
+        if isinstance(config, Mapping):
+            config = SimpleNamespace(**config)
         return cls(
             name=config.name,
             models=tuple(config.models),
@@ -108,7 +107,7 @@ class Grid:
     # -- paths ------------------------------------------------------------------------------
     @property
     def root(self) -> str:
-        return results_root(self.name)
+        return f"{RESULTS}/{self.name}"
 
     @property
     def data_dir(self) -> str:
