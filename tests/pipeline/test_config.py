@@ -209,3 +209,17 @@ def test_a_name_that_is_not_a_plain_identifier_is_rejected(name):
 def test_the_grid_itself_refuses_a_path_as_name():
     with pytest.raises(ValueError, match="config key 'name': '..' is not a plain name"):
         Grid("..", ("m",), ("grpo",), ("g4",), (0,))
+
+
+def test_a_budget_cell_states_the_budget_and_no_prompts_per_step():
+    """A ``rollout_budget`` turns the trainer's default P off without stating P: the cell
+    carries only what the config says (P = budget / G is the trainer's, per step)."""
+    config = raw()
+    del config["train"]["prompts_per_step"]
+    config["train"]["rollout_budget"] = 32
+    config = prepare(config, "configs/budget.yaml")
+    grid = Grid.from_config(config)
+    for cell in (Cell("tiny-qwen2", "grpo", "g16", 22), Cell("tiny-llama", "dapo", "sagc", 22)):
+        train = train_cell_config(config, grid, cell)["train"]
+        assert train["rollout_budget"] == 32 and "prompts_per_step" not in train, cell.id
+    assert config.train.prompts_per_step is None and "prompts_per_step" not in config.train.model_fields_set

@@ -259,7 +259,7 @@ def stop_problems(config: PipelineConfig, torch_version: str | None = None) -> l
             f"{need} is not less than the train job's time limit (resources.train.runtime = {runtime} "
             "min): SLURM's warning would come at the start; raise the runtime"
         )
-    if config.launch.nodes * config.launch.processes_per_node == 1:
+    if config.launch.processes == 1:
         return problems
     if warning > SHUTDOWN_GRACE_S:
         problems.append(

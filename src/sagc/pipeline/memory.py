@@ -381,7 +381,7 @@ def vllm_share(config: PipelineConfig, model: str) -> float:
     held = max(_estimate(config, model, algo, 1, vllm_fraction=0.0).held for algo in _algorithms(config))
     return vllm_share_for(
         architecture_of(config.models[model], model),
-        rows=-(-rollouts // _processes(config)),
+        rows=-(-rollouts // config.launch.processes),
         tokens_per_row=train.max_prompt_length + train.max_completion_length,
         card_gib=card,
         room_gib=card - held / GIB,
@@ -457,13 +457,9 @@ def _estimate(
         use_vllm=device.use_vllm,
         vllm_sleep=device.vllm_sleep_mode,
         strategy=config.models[model].strategy or LaunchSection.default("strategy"),
-        processes=_processes(config),
+        processes=config.launch.processes,
         margins=margins(config, model),
     )
-
-
-def _processes(config: PipelineConfig) -> int:
-    return config.launch.nodes * config.launch.processes_per_node
 
 
 def _algorithms(config: PipelineConfig) -> list[Any]:

@@ -245,6 +245,8 @@ class LaunchBlock(_Block):
         ),
     )
 
+    processes = LaunchSection.processes  # nodes x processes_per_node, the trainer's one formula
+
 
 class EvaluateBlock(EvalSettings):
     """How every model is evaluated: the evaluation cell's settings
