@@ -46,3 +46,17 @@ def test_no_issue_numbers_or_outside_paths(path):
         if FORBIDDEN.search(line)
     ]
     assert not hits, f"{path.relative_to(REPO)}:\n" + "\n".join(hits)
+
+
+#: A path under docs/ as the repository's files cite it (a page, a figure or a table).
+DOCS_PATH = re.compile(r"\bdocs/[\w./-]+\.(?:md|png|pdf|csv)\b")
+
+
+def test_every_cited_docs_path_exists():
+    missing = sorted(
+        f"{path.relative_to(REPO)}: {cited}"
+        for path in _files()
+        for cited in DOCS_PATH.findall(path.read_text(errors="replace"))
+        if not (REPO / cited).exists()
+    )
+    assert not missing, "cited docs paths that do not exist:\n" + "\n".join(missing)

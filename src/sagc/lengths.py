@@ -187,7 +187,7 @@ def subgroup_ratios(groups: list[np.ndarray], size: int, scope: str = "step") ->
 
 #: The length tail of a real RL run, as the tail table reads it (a published verl DAPO run
 #: of Qwen2.5-32B: 96 prompts x 8 samples a step, 6 steps, 4,608 completions; groups of 8
-#: completions of one prompt). A world's ``tail_table`` sits beside it (docs/world.md).
+#: completions of one prompt). A world's ``tail_table`` sits beside it (docs/results.md, "The world").
 REAL_RUN_TAIL = {
     "over_2x_median": 0.107,
     "over_2.5x_median": 0.062,
