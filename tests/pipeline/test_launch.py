@@ -364,13 +364,13 @@ def test_the_launch_block_and_the_strategy_reach_every_cell_and_its_micro_batch(
 
 
 def test_the_schema_takes_the_launch_block_from_the_trainer():
-    props = config_schema()["properties"]
-    assert set(props["launch"]["properties"]) == (set(LaunchSection.model_fields) - {"strategy"}) | set(
+    schema = config_schema()
+    props = schema["$defs"]["LaunchBlock"]["properties"]
+    assert set(props) == (set(LaunchSection.model_fields) - {"strategy"}) | set(
         launch.STOP_KEYS
     )  # the stop estimates: the pipeline's (the train rule's --signal), no cell's
-    assert all("default" not in p for p in props["launch"]["properties"].values())  # absent stays absent
-    strategy = props["models"]["additionalProperties"]["properties"]["strategy"]
-    assert strategy["enum"] == list(STRATEGIES)
+    assert all(props[k]["default"] == LaunchSection.default(k) for k in ("nodes", "processes_per_node"))
+    assert schema["$defs"]["ModelSpec"]["properties"]["strategy"]["enum"] == list(STRATEGIES)
 
 
 @pytest.mark.parametrize(

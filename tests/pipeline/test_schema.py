@@ -13,14 +13,22 @@ import pytest
 import yaml
 from pydantic import ValidationError
 from pydantic.fields import FieldInfo
+from pydantic_core import to_jsonable_python
 
 from sagc.controller import POLICIES, SAGCConfig, sizing_pattern
-from sagc.pipeline.schema import BLOCK_MODELS, SCHEMA_FILE, TRAIN_FILLED, config_schema, main, schema_text
+from sagc.pipeline.schema import BLOCK_MODELS, SCHEMA_FILE, config_schema, main, schema_text
 from sagc.settings import declared, is_settings
 from sagc.train.config import DeviceSection, TrainSection
-from tests.shipped_configs import SHIPPED, layers_id, raw_config
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+def block(name: str, schema: dict | None = None) -> dict:
+    """A top-level key's schema, its ``$ref`` resolved (the ``$defs`` kept for nested refs)."""
+    schema = schema or config_schema()
+    prop = schema["properties"][name]
+    target = schema["$defs"][prop["$ref"].rsplit("/", 1)[1]] if "$ref" in prop else prop
+    return {**target, "$defs": schema["$defs"]}
 
 
 def test_checked_in_schema_is_generated_from_the_model():
@@ -37,23 +45,19 @@ def test_check_mode_flags_a_stale_file(tmp_path):
 
 
 def test_train_and_device_blocks_are_the_trainers_sections():
-    props = config_schema()["properties"]
-    assert set(props["train"]["properties"]) == set(TrainSection.model_fields) - {"seed"}
+    train, device = block("train")["properties"], block("device")["properties"]
+    assert set(train) == set(TrainSection.model_fields) - {"seed"}  # each cell's seed: the grid's
     # and the memory plan's own keys, which no cell carries (sagc.pipeline.cells drops them)
-    assert set(props["device"]["properties"]) == set(DeviceSection.model_fields) | {
-        "memory_margin_gib",
-        "memory_measured",
-    }
-    # the schema fills in the trainer's own defaults, and only these train keys
-    filled = {k: p["default"] for k, p in props["train"]["properties"].items() if "default" in p}
-    assert filled == {k: TrainSection.default(k) for k in TRAIN_FILLED}
-    for key in DeviceSection.model_fields:
-        assert props["device"]["properties"][key]["default"] == DeviceSection.default(key), key
+    assert set(device) == set(DeviceSection.model_fields) | {"memory_margin_gib", "memory_measured"}
+    # a default the schema states is the one the trainer applies to an absent key
+    for section, props in ((TrainSection, train), (DeviceSection, device)):
+        stated = {k: p["default"] for k, p in props.items() if "default" in p and k in section.model_fields}
+        assert stated == {k: to_jsonable_python(section.default(k)) for k in stated}, section.__name__
+    assert set(stated) == set(DeviceSection.model_fields)
 
 
 def test_rollout_budget_alone_is_a_valid_train_block():
-    train = config_schema()["properties"]["train"]
-    assert train["required"] == ["steps"]
+    assert block("train")["required"] == ["steps"]
 
 
 def test_sizings_and_policy_blocks_come_from_the_registry():
@@ -61,17 +65,18 @@ def test_sizings_and_policy_blocks_come_from_the_registry():
     assert props["sizings"]["items"]["pattern"] == sizing_pattern()
     for policy in POLICIES.values():
         assert policy.block in props and policy.variants_block in props
-    assert set(props["sagc"]["properties"]) == {f.name for f in fields(SAGCConfig)} - {"seed"}
+    assert set(block("sagc")["properties"]) == {f.name for f in fields(SAGCConfig)} - {"seed"}
 
 
-def test_defaults_are_not_invented():
-    """A key with no default in the code gets none in the schema: Snakemake's validate
-    fills defaults into the config, and a filled key would change every cell's params."""
-    text = yaml.safe_load((REPO / SCHEMA_FILE).read_text())
-    sagc = text["properties"]["sagc"]["properties"]
-    assert all("default" not in p for p in sagc.values())
-    models = text["properties"]["models"]["additionalProperties"]["properties"]
-    assert "default" not in models["arch"] and "default" not in models["hub_id"]
+def test_policy_keys_state_no_default_of_their_own():
+    """A policy key the config leaves out stays absent and the config class's default
+    applies, so the schema states none (null) rather than a copy that could drift."""
+    schema = yaml.safe_load((REPO / SCHEMA_FILE).read_text())
+    for policy in POLICIES.values():
+        if policy.block in BLOCK_MODELS:
+            assert all(p.get("default") is None for p in block(policy.block, schema)["properties"].values())
+    model = schema["$defs"]["ModelSpec"]["properties"]
+    assert model["arch"]["default"] is None and model["hub_id"]["default"] is None
 
 
 #: Values every key is probed with. Integral floats (1.0) are left out: JSON Schema counts
@@ -114,54 +119,24 @@ def _agree(block_schema, section_from_dict, key, base):
 def test_train_block_accepts_exactly_what_the_trainer_accepts():
     """Probe every train key with the same values: the pipeline schema and the trainer's
     own section (``TrainSection``) accept and refuse the same ones."""
-    block = config_schema()["properties"]["train"]
+    train = block("train")
     problems = {}
-    for key in block["properties"]:
+    for key in train["properties"]:
         base = {"steps": 2, "prompts_per_step": 2} if key != "rollout_budget" else {"steps": 2}
         base.pop(key, None)
-        if d := _agree(block, TrainSection.from_dict, key, base):
+        if d := _agree(train, TrainSection.from_dict, key, base):
             problems[key] = d
     assert not problems, problems
 
 
 def test_device_block_accepts_exactly_what_the_trainer_accepts():
-    block = config_schema()["properties"]["device"]
+    device = block("device")
     problems = {
         k: d
-        for k in block["properties"]
-        if k in DeviceSection.model_fields and (d := _agree(block, DeviceSection.from_dict, k, {}))
+        for k in device["properties"]
+        if k in DeviceSection.model_fields and (d := _agree(device, DeviceSection.from_dict, k, {}))
     }
     assert not problems, problems
-
-
-def test_defaults_are_filled_as_snakemake_fills_them():
-    """The pipeline fills the model's defaults in; the result is what Snakemake's own
-    ``validate(set_default=True)`` reads off the generated schema file."""
-    import copy
-
-    from snakemake.utils import validate
-
-    from sagc.pipeline.config import fill_defaults
-
-    # the shipped configs, and two that state only what is required (every block filled in)
-    minimal = {"name": "m", "algorithms": ["dapo"], "sizings": ["g4", "sagc"], "seeds": [0], "train": {"steps": 4}}
-    configs = {layers_id(layers): raw_config(layers) for layers in SHIPPED} | {
-        "minimal tiny": {**minimal, "world": "tiny", "models": {"m": {"arch": "qwen2"}}},
-        "minimal hub": {
-            **minimal,
-            "world": "hub",
-            "models": {"q": {"hub_id": "Qwen/Qwen2.5-3B"}},
-            "hub": {"train_dataset": "x/y"},
-            "device": {"use_cpu": False},
-            "resources": {"train": {"gpu": 1}},
-        },
-    }
-    for name, raw in configs.items():
-        ours, theirs = copy.deepcopy(raw), copy.deepcopy(raw)
-        fill_defaults(ours)
-        validate(theirs, str(REPO / SCHEMA_FILE), set_default=True)
-        assert json.dumps(ours) == json.dumps(theirs), name  # the keys' order too
-        assert ours != raw, name  # something was filled in
 
 
 # -- the policy blocks enforce the ranges their config classes declare ---------------------------
@@ -274,7 +249,7 @@ def test_declared_ranges_are_what_the_schema_blocks_enforce(policy, key, value, 
         except ValidationError:
             return False
 
-    schema = yaml.safe_load((REPO / SCHEMA_FILE).read_text())["properties"][policy.block]
+    schema = block(policy.block, yaml.safe_load((REPO / SCHEMA_FILE).read_text()))
     by_schema = jsonschema.Draft202012Validator(schema).is_valid({key: value})
     assert (by_config(), by_model(), by_schema) == (accepted,) * 3
 
@@ -282,20 +257,21 @@ def test_declared_ranges_are_what_the_schema_blocks_enforce(policy, key, value, 
 def test_the_schema_blocks_state_exactly_the_declared_ranges():
     """The reverse direction: every range keyword of a policy block (on a key or on its
     items) is one its config class declares, and every declared one is there."""
-    props = config_schema()["properties"]
     checked = set()
     for policy in POLICIES.values():
         if policy.block not in BLOCK_MODELS:
             continue
-        block = props[policy.block]["properties"]
+        props = block(policy.block)["properties"]
         declared_keys = _block_declarations(policy.config)
-        assert set(block) == set(declared_keys) - {"seed"}, policy.block
+        assert set(props) == set(declared_keys) - {"seed"}, policy.block
         for key, (hint, _) in declared_keys.items():
             want = {(where, _KEYWORDS[type(b)], _limit(b)) for where, b, _ in _declared_bounds(hint)}
-            prop = block.get(key, {})
+            prop = props.get(key, {})
+            branches = [prop, *prop.get("anyOf", [])]  # an optional key's bounds sit on its non-null branch
             got = {
                 (where, kw, node[kw])
-                for where, node in (("value", prop), ("item", prop.get("items", {})))
+                for b in branches
+                for where, node in (("value", b), ("item", b.get("items", {})))
                 for kw in _KEYWORDS.values()
                 if kw in node
             }

@@ -14,7 +14,6 @@ docs/architecture.md, "The pipeline config's schema".
 from __future__ import annotations
 
 import argparse
-import copy
 import functools
 import sys
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model, model_validator
+from pydantic.json_schema import SkipJsonSchema
 
 from sagc.aggregate.grid import TIME_UNITS
 from sagc.aggregate.grid import ResultGrid as AggregateDefaults
@@ -57,11 +57,15 @@ def _unique(values: list) -> list:
     return values
 
 
+def _sizing_item(schema: dict) -> None:
+    schema["pattern"] = sizing_pattern()  # the registry's, when the schema is written
+
+
 #: Seeds: non-negative integers, each once.
 Seeds = Annotated[list[Annotated[int, Field(ge=0)]], AfterValidator(_unique)]
 
 
-#: Marks a ``None`` default the schema fills in (``key: null``); other ``None`` defaults
+#: Marks a ``None`` default the pipeline fills in (``key: null``); other ``None`` defaults
 #: only mean "optional": the key stays absent and its consumer's default applies.
 FILL_NULL = {"x-fill-null": True}
 
@@ -157,10 +161,10 @@ class HubBlock(_Block):
 
 class TrainBlock(TrainSection):
     """The trainer's ``train`` section (``sagc.train.config.TrainSection``) as a pipeline config
-    states it: ``steps`` is required, ``seed`` comes per cell from the grid (dropped from the
-    schema)."""
+    states it: ``steps`` is required, ``seed`` comes per cell from the grid (refused here)."""
 
     steps: PositiveInt
+    seed: SkipJsonSchema[int] = TrainSection.default("seed")
 
     @model_validator(mode="before")
     @classmethod
@@ -203,7 +207,7 @@ class DeviceBlock(DeviceSection):
     )
 
 
-#: The train keys whose default the schema fills in (the rest stay absent: the trainer's).
+#: The train keys whose default the pipeline fills in (the rest stay absent: the trainer's).
 TRAIN_FILLED = ("rollout_budget", "gradient_accumulation_steps", "stop")
 #: The blocks whose filled-in defaults are a fixed list of keys (every other block: each key
 #: with a non-null default, or marked ``FILL_NULL``): all of the trainer's device keys, and
@@ -329,7 +333,7 @@ class PipelineConfig(_Block):
     algorithms: Annotated[list[Literal[ALGORITHMS]], AfterValidator(_unique)] = Field(  # type: ignore[valid-type]
         ..., min_length=1, json_schema_extra={"uniqueItems": True}
     )
-    sizings: Annotated[list[str], AfterValidator(_unique)] = Field(
+    sizings: Annotated[list[Annotated[str, Field(json_schema_extra=_sizing_item)]], AfterValidator(_unique)] = Field(
         ...,
         min_length=1,
         json_schema_extra={"uniqueItems": True},
@@ -443,124 +447,29 @@ def _pipeline_model(names: tuple[str, ...]) -> type[BaseModel]:
     fields: dict[str, Any] = {}
     for name in names:
         policy = POLICIES[name]
-        fields[policy.block] = (policy_block_model(policy) or dict, {})
-        fields[policy.variants_block] = (dict[str, dict], {})
+        fields[policy.block] = (
+            policy_block_model(policy) or dict,
+            Field({}, description=f"Hyper-parameters of the {name!r} policy ({policy.config.__name__})."),
+        )
+        fields[policy.variants_block] = (
+            dict[str, dict],
+            Field({}, description=f"Named overrides of the {policy.block} block, used by sizings {name}-<variant>."),
+        )
     return create_model("PipelineConfigWithPolicies", __base__=PipelineConfig, **fields)
 
 
 def key_order(model: type[BaseModel]) -> list[str]:
-    """The pipeline model's keys as a config file and the schema list them: the policies'
+    """The pipeline model's keys in a config file's order (how a filled config lists them): the policies'
     blocks right after ``seeds``."""
     keys = list(PipelineConfig.model_fields)
     at = keys.index("seeds") + 1
     return keys[:at] + [k for k in model.model_fields if k not in keys] + keys[at:]
 
 
-# -- from the model to the JSON schema ----------------------------------------------------------
-
-
-def _inline(node: Any, defs: dict) -> Any:
-    """Resolve ``$ref``s into their definitions and drop pydantic's titles and the
-    ``default: null`` it writes for keys that simply stay absent."""
-    if isinstance(node, list):
-        return [_inline(x, defs) for x in node]
-    if not isinstance(node, dict):
-        return node
-    if "$ref" in node:
-        target = copy.deepcopy(defs[node["$ref"].rsplit("/", 1)[1]])
-        extra = {k: v for k, v in node.items() if k != "$ref"}
-        return _inline({**target, **extra}, defs)
-    out = {}
-    for k, v in node.items():
-        if k == "title" and isinstance(v, str):
-            continue
-        if k == "description" and isinstance(v, str):
-            out[k] = " ".join(v.split())  # docstrings' line breaks
-        else:
-            out[k] = v if k in ("default", "const", "enum", "pattern") else _inline(v, defs)
-    # "anyOf: [X, {type: null}]" -> X with type [.., "null"] (the hand-written schema's form)
-    branches = out.get("anyOf")
-    if branches and {"type": "null"} in branches and len(branches) == 2:
-        other = dict(next(b for b in branches if b != {"type": "null"}))
-        if isinstance(other.get("type"), str):
-            other["type"] = [other["type"], "null"]
-            del out["anyOf"]
-            out = {**other, **out}
-    return out
-
-
-def _clean_props(schema: dict, filled: tuple[str, ...] | None = None) -> None:
-    """Keys declared with ``None`` carry no default (absent stays absent), and only keys with
-    a real default keep it; with ``filled``, exactly those keys keep theirs (null included)."""
-    for key, prop in schema.get("properties", {}).items():
-        fill_null = prop.pop("x-fill-null", False)
-        if filled is not None:
-            if key not in filled:
-                prop.pop("default", None)
-        elif prop.get("default", 0) is None and not fill_null:
-            del prop["default"]
-        if prop.get("type") == "object" and prop.get("additionalProperties") is True:
-            del prop["additionalProperties"]
-
-
-def _policy_blocks() -> dict[str, Any]:
-    """One block and one variants block per registered policy (``sagc.controller.registry``)."""
-    out = {}
-    for policy in POLICIES.values():
-        model = policy_block_model(policy)
-        block = model.model_json_schema() if model is not None else {"type": "object"}
-        block = _inline(block, block.pop("$defs", {}))
-        _clean_props(block)
-        block.pop("description", None)
-        out[policy.block] = {
-            "type": "object",
-            "default": {},
-            "description": f"Hyper-parameters of the {policy.name!r} policy ({policy.config.__name__}, which "
-            f"checks them as a whole).",
-            **{k: v for k, v in block.items() if k != "type"},
-            "additionalProperties": False,
-        }
-        out[policy.variants_block] = {
-            "type": "object",
-            "default": {},
-            "description": f"Named overrides of the {policy.block} block (same keys), used by sizings "
-            f"{policy.name}-<variant>.",
-            "additionalProperties": {"type": "object"},
-        }
-    if "sagc" in out:
-        out["sagc"]["description"] = (
-            "SAGC hyper-parameters (sagc.SAGCConfig, which checks them as a whole); "
-            "fixed-G cells use tau and scope too."
-        )
-        out["sagc_variants"]["description"] = (
-            "Named overrides of the sagc block (same keys, checked by "
-            "SAGCConfig), used by sizings sagc-<name>; e.g. fast: "
-            "{counterfactual: true, selection: constrained}."
-        )
-    return out
-
-
 def config_schema() -> dict[str, Any]:
-    """The JSON schema (draft 2020-12) of a pipeline config, for users and editors."""
-    raw = PipelineConfig.model_json_schema()
-    schema = _inline(raw, raw.pop("$defs", {}))
-    props = schema["properties"]
-    for name, prop in props.items():
-        if prop.get("type") == "object" and "properties" in prop:
-            _clean_props(prop, FILLED.get(name))
-        for sub in (prop.get("additionalProperties"),):
-            if isinstance(sub, dict) and "properties" in sub:
-                _clean_props(sub)
-    del props["train"]["properties"]["seed"]  # per cell, from the grid
-    props["sizings"]["items"] = {"type": "string", "pattern": sizing_pattern()}
-    policy_blocks = _policy_blocks()
-    ordered = {}
-    for name, prop in props.items():
-        ordered[name] = prop
-        if name == "seeds":
-            ordered.update(policy_blocks)
-    schema["properties"] = ordered
-    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
+    """The JSON schema (draft 2020-12) of a pipeline config, for users and editors: the
+    validating model's own schema, as pydantic writes it."""
+    return pipeline_model().model_json_schema()
 
 
 def schema_text() -> str:
