@@ -191,6 +191,18 @@ def test_a_check_restates_the_prompt_verbatim():
             assert lines[i + 2] == render_completion(p).split("\n")[0]
 
 
+def test_the_last_check_decides_and_a_slipped_check_is_wrong():
+    """A check pass that slips carries its error to the box; an earlier check's slip is
+    repaired by the next check, as a first pass's is."""
+    rng = random.Random(3)
+    for _ in range(200):
+        p = Problem(rng.choice("abcdefg"), rng.randrange(10), rng.choice("+-"), rng.randint(1, 9), rng.randint(2, 5))
+        slip = (rng.randint(1, p.n_steps), rng.randint(1, 9))
+        assert not is_correct(render_completion(p, checks=1, check_slips=(slip,)), p.answer)
+        assert is_correct(render_completion(p, slip=slip, checks=2, check_slips=(slip, None)), p.answer)
+        assert render_completion(p, checks=2, check_slips=(None, None)) == render_completion(p, checks=2)
+
+
 @pytest.mark.parametrize("kwargs", [{"stop_shift": -4}, {"slip": (5, 3)}, {"slip": (1, 10)}, {"checks": -1}])
 def test_impossible_behaviours_are_rejected(kwargs):
     with pytest.raises(ValueError):

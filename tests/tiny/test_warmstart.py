@@ -78,6 +78,7 @@ def test_warm_start_beats_chance_and_stops_with_eos(tiny_tokenizer_dir):
         ({"check_continue": 1.0}, "check_continue"),
         ({"lesson_frac": -1}, "lesson_frac"),
         ({"max_checks": 0}, "max_checks"),
+        ({"check_slip_frac": 1.0}, "check_slip_frac"),
         ({"max_length": 8}, "max_length"),
     ],
 )
@@ -155,3 +156,23 @@ def test_a_lesson_trains_only_the_check(tiny_tokenizer_dir):
     )
     ids, n_context = _encode(tok, p.prompt, text, 160)
     assert tok.decode(ids[:n_context]) == p.prompt
+
+
+def test_check_slips_make_that_share_of_check_rows_wrong():
+    """With ``check_slip_frac`` s, a check row's last pass slips, so its box is wrong, in a
+    share s of check rows (binomial 4-sigma bound); the first pass is drawn as before."""
+    import random
+
+    from sagc.answers import is_correct
+
+    params = WarmStartParams(check_frac=0.5, check_slip_frac=0.3, max_checks=2, check_continue=0.5)
+    rng = random.Random(4)
+    problems = [Problem("c", d, "+", 3, 2 + d % 4) for d in range(10)]
+    wrong = checked = 0
+    for i in range(4000):
+        p = problems[i % 10]
+        text, flags = draw_behaviour(p, rng, params)
+        if flags["check"]:
+            checked += 1
+            wrong += not is_correct(text, p.answer)
+    assert abs(wrong / checked - 0.3) < 4 * (0.3 * 0.7 / checked) ** 0.5, wrong / checked

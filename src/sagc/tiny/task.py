@@ -181,7 +181,11 @@ def step_line(problem: Problem, k: int, prev: int, value: int) -> str:
 
 
 def render_completion(
-    problem: Problem, stop_shift: int = 0, slip: tuple[int, int] | None = None, checks: int = 0
+    problem: Problem,
+    stop_shift: int = 0,
+    slip: tuple[int, int] | None = None,
+    checks: int = 0,
+    check_slips: tuple[tuple[int, int] | None, ...] = (),
 ) -> str:
     """A completion of ``problem`` in one of the warm start's behaviours.
 
@@ -209,11 +213,16 @@ def render_completion(
             new = (new + slip[1]) % problem.modulus
         lines.append(step_line(problem, k, value, new))
         value = new
-    vals = problem.values()
-    for _ in range(checks):
+    for c in range(checks):
+        check_slip = check_slips[c] if check_slips else None
         lines += [CHECK_LINE, problem.prompt.strip()]
-        lines += [step_line(problem, k, vals[k - 1], vals[k]) for k in range(1, problem.n_steps + 1)]
-        value = vals[-1]
+        value = problem.start_value
+        for k in range(1, problem.n_steps + 1):
+            new = apply_op(value, problem.op, problem.operand, problem.modulus)
+            if check_slip is not None and k == check_slip[0]:
+                new = (new + check_slip[1]) % problem.modulus
+            lines.append(step_line(problem, k, value, new))
+            value = new
     lines.append(f"\\boxed{{{value}}}")
     return "\n".join(lines)
 

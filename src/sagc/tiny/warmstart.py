@@ -34,6 +34,8 @@ class WarmStartParams:
     lesson_slip_frac: float = 0.5
     check_continue: float = 0.6
     max_checks: int = 2
+    #: Chance that a check pass itself slips (0: a check is always right in the data).
+    check_slip_frac: float = 0.0
     max_length: int = 160
 
     def validate(self) -> WarmStartParams:
@@ -51,7 +53,15 @@ class WarmStartParams:
             raise ValueError(f"warm-start parameter 'weight_decay' must be >= 0, got {self.weight_decay!r}")
         if self.max_checks < 1:
             raise ValueError(f"warm-start parameter 'max_checks' must be >= 1, got {self.max_checks}")
-        for name in ("miscount_frac", "slip_frac", "check_frac", "check_continue", "lesson_frac", "lesson_slip_frac"):
+        for name in (
+            "miscount_frac",
+            "slip_frac",
+            "check_frac",
+            "check_continue",
+            "lesson_frac",
+            "lesson_slip_frac",
+            "check_slip_frac",
+        ):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= v < 1.0:
                 raise ValueError(f"warm-start parameter {name!r} must be in [0, 1), got {v!r}")
@@ -85,7 +95,15 @@ def draw_behaviour(
         checks = 1
         while checks < params.max_checks and rng.random() < params.check_continue:
             checks += 1
-    return render_completion(problem, stop_shift=shift, slip=slip, checks=checks), flags
+    check_slips = ()
+    if checks and params.check_slip_frac:  # no draw at 0: the default world's stream is unchanged
+        check_slips = tuple(
+            (rng.randint(1, problem.n_steps), rng.randint(1, problem.modulus - 1))
+            if rng.random() < params.check_slip_frac
+            else None
+            for _ in range(checks)
+        )
+    return render_completion(problem, stop_shift=shift, slip=slip, checks=checks, check_slips=check_slips), flags
 
 
 def _encode(tokenizer, prompt: str, target: str, max_length: int, lesson: bool = False) -> tuple[list[int], int]:
