@@ -203,7 +203,17 @@ def test_the_last_check_decides_and_a_slipped_check_is_wrong():
         assert render_completion(p, checks=2, check_slips=(None, None)) == render_completion(p, checks=2)
 
 
-@pytest.mark.parametrize("kwargs", [{"stop_shift": -4}, {"slip": (5, 3)}, {"slip": (1, 10)}, {"checks": -1}])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"stop_shift": -4},
+        {"slip": (5, 3)},
+        {"slip": (1, 10)},
+        {"checks": -1},
+        {"checks": 2, "check_slips": ((1, 1),)},
+        {"checks": 1, "check_slips": ((9, 1),)},
+    ],
+)
 def test_impossible_behaviours_are_rejected(kwargs):
     with pytest.raises(ValueError):
         render_completion(PROBLEM, **kwargs)

@@ -459,8 +459,8 @@ def _pipeline_model(names: tuple[str, ...]) -> type[BaseModel]:
 
 
 def key_order(model: type[BaseModel]) -> list[str]:
-    """The pipeline model's keys in a config file's order (how a filled config lists them): the policies'
-    blocks right after ``seeds``."""
+    """The pipeline model's keys in the order a filled config lists them: the policies' blocks
+    right after ``seeds``."""
     keys = list(PipelineConfig.model_fields)
     at = keys.index("seeds") + 1
     return keys[:at] + [k for k in model.model_fields if k not in keys] + keys[at:]

@@ -191,21 +191,34 @@ def render_completion(
 
     ``stop_shift``: stop that many letters after (> 0) or before (< 0) the target
     (``miscount``). ``slip``: ``(step, offset)``: the value written at ``step`` (1-based) is
-    off by ``offset`` and later steps carry the error on. ``checks``: append that many clean
+    off by ``offset`` and later steps carry the error on. ``checks``: append that many
     re-derivations from the start to the target letter, each opened by a ``CHECK_LINE`` line
-    and the prompt line, and box
-    their result (so a check repairs a slip or a miscount of the first pass). Defaults give
-    the reference solution.
+    and the prompt line, and box the last one's result (so a check repairs a slip or a
+    miscount of the pass before). ``check_slips``: per check, ``None`` or a slip of that
+    pass. Defaults give the reference solution.
     """
     n = problem.n_steps + stop_shift
     if n < 1:
         raise ValueError(f"stop_shift {stop_shift} leaves no step for a {problem.n_steps}-step problem")
+    if checks < 0:
+        raise ValueError(f"checks must be >= 0, got {checks}")
+    if check_slips and len(check_slips) != checks:
+        raise ValueError(f"check_slips gives {len(check_slips)} passes for {checks} checks")
+    lines, value = _chain(problem, n, slip)
+    for check_slip in check_slips or (None,) * checks:
+        check, value = _chain(problem, problem.n_steps, check_slip)
+        lines += [CHECK_LINE, problem.prompt.strip(), *check]
+    lines.append(f"\\boxed{{{value}}}")
+    return "\n".join(lines)
+
+
+def _chain(problem: Problem, n: int, slip: tuple[int, int] | None) -> tuple[list[str], int]:
+    """The step lines from the start value to letter ``n``, with ``slip`` carried on, and the
+    last value."""
     if slip is not None and not 1 <= slip[0] <= n:
         raise ValueError(f"slip step {slip[0]} is outside the {n} written steps")
     if slip is not None and slip[1] % problem.modulus == 0:
         raise ValueError(f"slip offset {slip[1]} does not change a value mod {problem.modulus}")
-    if checks < 0:
-        raise ValueError(f"checks must be >= 0, got {checks}")
     lines, value = [], problem.start_value
     for k in range(1, n + 1):
         new = apply_op(value, problem.op, problem.operand, problem.modulus)
@@ -213,18 +226,7 @@ def render_completion(
             new = (new + slip[1]) % problem.modulus
         lines.append(step_line(problem, k, value, new))
         value = new
-    for c in range(checks):
-        check_slip = check_slips[c] if check_slips else None
-        lines += [CHECK_LINE, problem.prompt.strip()]
-        value = problem.start_value
-        for k in range(1, problem.n_steps + 1):
-            new = apply_op(value, problem.op, problem.operand, problem.modulus)
-            if check_slip is not None and k == check_slip[0]:
-                new = (new + check_slip[1]) % problem.modulus
-            lines.append(step_line(problem, k, value, new))
-            value = new
-    lines.append(f"\\boxed{{{value}}}")
-    return "\n".join(lines)
+    return lines, value
 
 
 def behaviour_of(completion: str, problem: Problem) -> str:
