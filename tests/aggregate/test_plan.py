@@ -38,7 +38,8 @@ def _config(name: str):
 def test_default_dry_run_states_the_family_and_its_power():
     lines = plan.dry_run_lines(_config("default.yaml"))
     text = "\n".join(lines)
-    assert "sagc vs g16, pooled over 4 model x algorithm strata x 5 seeds (df 16)" in text
+    n = len(yaml.safe_load((REPO / "configs/default.yaml").read_text())["seeds"])
+    assert f"sagc vs g16, pooled over 4 model x algorithm strata x {n} seeds (df {4 * (n - 1)})" in text
     assert [line.split()[0] for line in lines[1:5]] == ["P1", "P2", "P3", "P4"]
     # The default's plan was measured on development seeds: marked provisional only if the
     # config says so.

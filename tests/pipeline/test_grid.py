@@ -1,6 +1,6 @@
 import zlib
 
-from sagc.pipeline.grid import Cell, Grid
+from sagc.pipeline.grid import Cell, Grid, base_seed
 
 
 def grid():
@@ -23,6 +23,13 @@ def test_seeds_are_stable_hashes_shared_by_the_sizings_of_a_pair():
     }
     pairs = {(c.model, c.algorithm, c.seed): c.train_seed for c in grid().cells()}
     assert len(set(pairs.values())) == len(pairs), "seeds, algorithms and models get their own streams"
+
+
+def test_base_seeds_keep_earlier_worlds_and_differ_per_draw():
+    # draw 0 is the seed every world before the key was built with (pinned: the shipped bases)
+    assert base_seed("tiny-qwen2", 0) == zlib.crc32(b"tiny-qwen2/base/base/seed0") & 0x7FFFFFFF
+    seeds = {base_seed(m, w, d) for m in ("tiny-qwen2", "tiny-llama") for w in (0, 1) for d in (0, 1, 2)}
+    assert len(seeds) == 2 * 2 * 3, "each model, world seed and draw is its own base"
 
 
 def test_layout():

@@ -25,7 +25,7 @@ from sagc.pipeline.cells import (
 from sagc.pipeline.config import prepare
 from sagc.pipeline.env import configure_job_environment
 from sagc.pipeline.evaluation import staged_benchmarks
-from sagc.pipeline.grid import Cell, stable_seed
+from sagc.pipeline.grid import Cell, base_seed
 from sagc.pipeline.world import world_of
 
 # The one typed config every helper reads (sagc.pipeline.schema.PipelineConfig). Fails here,

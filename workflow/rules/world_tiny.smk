@@ -54,7 +54,7 @@ rule tiny_base_model:
     params:
         data=lambda wc, input: os.path.dirname(input.data),
         arch=lambda wc: CONFIG.models[wc.model].arch,
-        seed=lambda wc: stable_seed(wc.model, "base", "base", f"seed{CONFIG.tiny.world_seed}"),
+        seed=lambda wc: base_seed(wc.model, CONFIG.tiny.world_seed, CONFIG.models[wc.model].draw),
         # tiny.model's flags, then the model's own tiny_model flags over them
         flags=lambda wc: cli_flags({**CONFIG.tiny.model, **CONFIG.models[wc.model].tiny_model}),
     threads: 1

@@ -45,6 +45,13 @@ def stable_seed(*parts: str) -> int:
     return zlib.crc32("/".join(parts).encode()) & 0x7FFFFFFF
 
 
+def base_seed(model: str, world_seed: int, draw: int = 0) -> int:
+    """The seed of a tiny base model's initialisation and warm start: its name and the world
+    seed, and a later ``draw`` when the config asks for another base of the same settings
+    (draw 0 adds nothing, so every earlier world keeps its seed)."""
+    return stable_seed(model, "base", "base", f"seed{world_seed}", *([f"draw{draw}"] if draw else []))
+
+
 @dataclass(frozen=True)
 class Cell:
     """One training run of the grid."""

@@ -77,6 +77,12 @@ class ModelSpec(_Block):
         description="tiny world: flags of `python -m sagc.tiny base-model` for this "
         "model alone, over tiny.model (e.g. a longer warm start for one architecture)",
     )
+    draw: int = Field(
+        0,
+        ge=0,
+        description="tiny world: which draw of this model's initialisation and warm start under the world "
+        "seed (0: the world seed's own); another draw is another base model of the same settings",
+    )
     hub_id: str = Field(None, description="hub world: the model id, e.g. Qwen/Qwen2.5-3B")
     revision: str = Field("main", description="hub world: a pinned revision")
     trust_remote_code: bool = False
