@@ -175,15 +175,17 @@ def test_the_tiny_worlds_counts_are_the_models_it_builds(tmp_path, monkeypatch):
 def test_the_default_grid_needs_about_a_gigabyte_and_no_warning(tmp_path, monkeypatch, recwarn):
     monkeypatch.chdir(tmp_path)
     config = config_of("default.yaml")
+    n = 2 * 4 * len(config.seeds)  # cells per model: 2 algorithms x 4 sizings x the report seeds
     line = disk.check_disk(config, Grid.from_config(config), free_bytes=lambda path: 10 * 10**9)
     m = re.fullmatch(
-        r"disk: 40 tiny-qwen2 cells x \(2 checkpoints x ([\d.]+) MB \+ final ([\d.]+) MB\) \+ "
-        r"40 tiny-llama cells x \(2 checkpoints x [\d.]+ MB \+ final [\d.]+ MB\) = ([\d.]+) MB "
+        rf"disk: {n} tiny-qwen2 cells x \(2 checkpoints x ([\d.]+) MB \+ final ([\d.]+) MB\) \+ "
+        rf"{n} tiny-llama cells x \(2 checkpoints x [\d.]+ MB \+ final [\d.]+ MB\) = ([\d.]+) ([MG])B "
         r"under results/default \(free: 10\.0 GB\)",
         line,
     )  # 2 saves of 2 kept: no peak
     assert m, line
-    ckpt, final, total = map(float, m.groups())
+    ckpt, final = float(m[1]), float(m[2])
+    total = float(m[3]) * (1000 if m[4] == "G" else 1)
     assert ckpt == pytest.approx(3 * final, rel=0.01) and 500 < total < 1500
     assert not [w for w in recwarn if issubclass(w.category, disk.DiskSpaceWarning)]
 
@@ -250,7 +252,7 @@ def test_every_dry_run_prints_the_line_and_warns_only_when_short(tmp_path):
     rc, out = snakemake("-n", "--directory", str(tmp_path))
     assert rc == 0, out
     assert re.search(
-        r"^disk: 40 tiny-qwen2 cells x \(2 checkpoints x [\d.]+ MB .* under results/default "
+        r"^disk: \d+ tiny-qwen2 cells x \(2 checkpoints x [\d.]+ MB .* under results/default "
         r"\(free: ",
         out,
         re.M,
