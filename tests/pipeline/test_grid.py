@@ -26,7 +26,8 @@ def test_seeds_are_stable_hashes_shared_by_the_sizings_of_a_pair():
 
 
 def test_base_seeds_keep_earlier_worlds_and_differ_per_draw():
-    # draw 0 is the seed every world before the key was built with (pinned: the shipped bases)
+    # draw 0 is the seed every earlier world was built with, so their bases (and the sha1s
+    # docs/replication.md records) stay what they were
     assert base_seed("tiny-qwen2", 0) == zlib.crc32(b"tiny-qwen2/base/base/seed0") & 0x7FFFFFFF
     seeds = {base_seed(m, w, d) for m in ("tiny-qwen2", "tiny-llama") for w in (0, 1) for d in (0, 1, 2)}
     assert len(seeds) == 2 * 2 * 3, "each model, world seed and draw is its own base"
