@@ -17,7 +17,8 @@ from sagc import metrics
 from sagc.aggregate.collect import BaseResult, CellResult, Collected
 from sagc.aggregate.grid import BaseModelOutputs, CellOutputs, ResultGrid
 from sagc.aggregate.reader import RunData
-from sagc.aggregate.stats import cell_stats, fixed_group_size
+from sagc.aggregate.stats import cell_stats
+from sagc.controller import fixed_group_size
 
 MODELS = ("tiny-qwen2", "tiny-llama")
 ALGORITHMS = ("grpo", "dapo")

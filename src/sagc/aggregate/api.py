@@ -1,9 +1,6 @@
-"""The aggregation as one call: grid -> collected runs -> tables and figures.
-
-``aggregate`` is what ``python -m sagc.aggregate`` runs. Missing or unfinished cells make it
-raise ``MissingCellsError`` (naming every cell and what is missing) *before* anything is
-written, unless partial tables are allowed, in which case the tables mark those cells as
-missing and ``missing.json`` lists them. Corrupt inputs always raise (see ``collect``).
+"""The aggregation as one call (what ``python -m sagc.aggregate`` runs): grid -> collected
+runs -> tables and figures; missing cells raise ``MissingCellsError`` before anything is
+written unless partial tables are allowed (then ``missing.json`` lists them).
 """
 
 from __future__ import annotations

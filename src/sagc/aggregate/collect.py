@@ -1,9 +1,7 @@
-"""Gather every cell's run and evaluation summary, and say exactly what is missing.
+"""Gather every cell's run and evaluation summary, and say exactly what is missing (per cell,
+in words); corrupt or damaged input raises at once, naming the file.
 
-Missing is recorded per cell, in words (``CellResult.missing``); corrupt or damaged input
-raises at once, naming the file (``DamagedRunError`` for a finished run that lost its end).
-``collect`` never fails on missing cells: the caller decides. When a cell is complete, and
-what counts as damaged: docs/aggregation.md ("Complete, missing, damaged").
+When a cell is complete, and what counts as damaged: docs/aggregation.md.
 """
 
 from __future__ import annotations

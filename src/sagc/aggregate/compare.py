@@ -1,12 +1,8 @@
 """Does a headline replicate? Compare two runs' estimates, claim by claim.
 
     python -m sagc.aggregate.compare results/default results/replicate
-    python -m sagc.aggregate.compare results/default docs/reference/default-headline.csv
 
-For every claim of both sides it shows the difference B - A with its 95 % interval and
-whether B lies in A's prediction interval; the estimates, not the verdicts, decide
-replication. ``--strict`` exits 1 when a claim that holds on either side does not hold on
-the other. The statistics: docs/aggregation.md, "Comparing two runs".
+The statistics and ``--strict``: docs/aggregation.md, "Comparing two runs".
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""The paper's figures (seaborn on matplotlib's Agg backend), each as PNG and PDF.
+"""The paper's figures (seaborn on matplotlib's Agg backend), each as PNG and PDF, the same
+bytes on the same data; a figure without data still exists, saying so.
 
-Sized for a two-column paper (one column 3.4 in, full width 7 in, 8 pt text). Each sizing
-has one colour in every figure (``sagc.aggregate.palette``); seeds are dots, thin lines or
-bands, never a colour each. Only complete cells are drawn; a figure without data (e.g. no
-SAGC cell) is still written, saying so, so the pipeline's outputs always exist. The names:
-``FIGURES``; PDFs carry no creation date, so the same data give the same files.
+Sizes, colours and what each figure draws: docs/aggregation.md, "Figures".
 """
 
 from __future__ import annotations
@@ -118,15 +115,11 @@ def _sizing_entries(pal: dict[str, str]) -> list[tuple[str, Line2D]]:
 # --------------------------------------------------------------------------- figures
 
 
-def _grid_palette(collected: Collected) -> dict[str, str]:
-    """Sizing -> colour over every sizing of the grid (not only those a figure shows), so
-    a sizing has the same colour in every figure."""
-    return palette(c.sizing for c in collected.grid.cells)
-
-
-def _present(pal: dict[str, str], sizings) -> dict[str, str]:
-    present = set(sizings)
-    return {s: c for s, c in pal.items() if s in present}
+def _palette(collected: Collected, shown) -> dict[str, str]:
+    """Sizing -> colour of the sizings ``shown``, from a palette over every sizing of the grid
+    (so a sizing has the same colour in every figure)."""
+    present = set(shown)
+    return {s: c for s, c in palette(c.sizing for c in collected.grid.cells).items() if s in present}
 
 
 def controller_deltas(collected: Collected) -> dict[str, float]:
@@ -164,7 +157,7 @@ def straggler_rate_figure(collected: Collected):
     if not rows:
         return _placeholder("no complete training cell")
     df = pd.DataFrame(rows)
-    pal = _present(_grid_palette(collected), df["sizing"])
+    pal = _palette(collected, df["sizing"])
     panels = list(dict.fromkeys(df["panel"]))
     width = COLUMN_IN if len(panels) * len(pal) <= 8 else FULL_IN
     fig, ax = plt.subplots(figsize=(width, 2.4))
@@ -215,7 +208,7 @@ def group_size_figure(collected: Collected):
     df = _controller_frame(collected)
     if df.empty:
         return _placeholder("no complete SAGC (controller) cell in this grid")
-    pal = _present(_grid_palette(collected), df["sizing"])
+    pal = _palette(collected, df["sizing"])
     panels = list(dict.fromkeys(df["panel"]))
     width = COLUMN_IN if len(panels) == 1 else FULL_IN
     fig, axes = plt.subplots(2, len(panels), figsize=(width, 3.6), sharex="col", sharey="row", squeeze=False)
@@ -310,7 +303,7 @@ def reward_vs_time_figure(collected: Collected):
     df = history_frame(collected)
     if df.empty:
         return _placeholder("no complete training cell")
-    pal = _present(_grid_palette(collected), df["sizing"])
+    pal = _palette(collected, df["sizing"])
     window = smoothing_window(int(df.groupby(["panel", "sizing", "seed"]).size().max()))
     panels = list(dict.fromkeys(df["panel"]))
     fig, axes = _grid_axes(len(panels))
@@ -348,7 +341,7 @@ def length_ratio_figure(collected: Collected):
     df = history_frame(collected)
     if df.empty:
         return _placeholder("no complete training cell")
-    pal = _present(_grid_palette(collected), df["sizing"])
+    pal = _palette(collected, df["sizing"])
     panels = list(dict.fromkeys(df["panel"]))
     many = df.groupby(["panel", "sizing"])["seed"].nunique().max() > 1
     tau = collected.grid.tau
@@ -432,7 +425,7 @@ def accuracy_vs_length_figure(collected: Collected):
     df = _accuracy_rows(collected)
     if df.empty:
         return _placeholder("no evaluation summary of a complete cell")
-    pal = _present(_grid_palette(collected), df["label"])
+    pal = _palette(collected, df["label"])
     if (df["label"] == "base").any():
         pal["base"] = BASE_COLOUR
     tasks = sorted(set(df["task"]))
@@ -499,6 +492,3 @@ def write_figures(collected: Collected, directory: str | Path | None = None) -> 
         for name, draw in FIGURES.items():
             paths += save(draw(collected), directory, name)
     return paths
-
-
-__all__ = ["FIGURES", "FIGURE_NAMES", "history_frame", "write_figures"]

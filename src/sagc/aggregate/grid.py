@@ -1,8 +1,5 @@
-"""The grid description the pipeline hands to the aggregation (a JSON file).
-
-Keys not in the shape are rejected, so a typo does not silently fall back to a default;
-relative paths resolve against ``root`` (the working directory by default: Snakemake runs
-jobs from the workflow root, where ``results/`` lives).
+"""The grid description the pipeline hands to the aggregation (a JSON file); unknown keys are
+rejected and relative paths resolve against ``root``.
 
 The file's shape with every key: docs/aggregation.md, "The grid file".
 """
@@ -110,6 +107,11 @@ class ResultGrid(Section):
         if problem:
             raise ValueError(problem)
         return self
+
+
+def fixed_sizes(sizings) -> list[tuple[int, str]]:
+    """(G, sizing) of the fixed sizings among ``sizings``, by increasing G."""
+    return sorted((fixed_group_size(s), s) for s in sizings if fixed_group_size(s) is not None)
 
 
 def controller_problem(controller: str, sizings) -> str | None:

@@ -1,11 +1,8 @@
 """Seed-level intervals: a training run is the unit of every interval in the tables.
 
-Two runs of one cell differ by far more than the steps or problems inside a run suggest, so
-a comparison takes one paired number per seed (controller vs reference on the same prompt
-stream) and treats those as independent draws: Student's t with S - 1 degrees of freedom,
-or pooled over strata. A tie on every seed is *untestable*, not evidence.
-
-Why seeds, why paired, and the per-seed values: docs/aggregation.md, "Seed-level intervals".
+One paired number per seed, Student's t over seeds or pooled over strata; a tie on every
+seed is *untestable*. Why seeds, why paired, the formulas: docs/aggregation.md, "Seed-level
+intervals".
 """
 
 from __future__ import annotations
@@ -32,13 +29,10 @@ POWER = 0.8
 
 @dataclass(frozen=True)
 class Interval:
-    """A point estimate with its ``LEVEL`` interval over ``n`` seeds (in ``strata`` strata).
-
-    ``p`` is the two-sided p-value against ``null`` (NaN when untestable: no degrees of
-    freedom or no spread); ``sd`` the seeds' (pooled within-stratum) standard deviation,
-    ``se`` the estimate's standard error and ``df`` its degrees of freedom; ``log`` marks an
-    interval computed on the log scale and shown exponentiated (speed-ups): ``sd`` and
-    ``se`` are then on the log scale."""
+    """A point estimate with its ``LEVEL`` interval over ``n`` seeds (in ``strata`` strata),
+    the two-sided ``p`` against ``null`` (NaN: untestable), the seeds' ``sd``, ``se`` and
+    ``df``. ``log``: computed on the log scale and shown exponentiated (speed-ups); ``sd`` and
+    ``se`` stay on the log scale."""
 
     estimate: float
     low: float
@@ -105,21 +99,8 @@ def seed_interval(values: Sequence[float], null: float = 0.0) -> Interval:
 
 def pooled_interval(strata: Sequence[Sequence[float]], null: float = 0.0) -> Interval:
     """One estimate over K strata (model x algorithm pairs) of per-seed paired values: a
-    stratified paired t.
-
-    With x_ki the value of seed i in stratum k (n_k seeds, mean m_k)::
-
-        estimate = (1/K) sum_k m_k                              (each stratum weighs the same)
-        s_p^2    = sum_k sum_i (x_ki - m_k)^2 / df              (pooled within-stratum variance)
-        df       = sum_k (n_k - 1)
-        se       = s_p * sqrt(sum_k 1/n_k) / K
-        t        = (estimate - null) / se,  two-sided p from Student's t with df
-
-    It is the contrast "mean of the stratum effects" of a least-squares fit with one mean per
-    stratum (``tests/aggregate/test_pooled.py`` checks it against statsmodels' OLS). The
-    strata share one spread (the seed-to-seed noise of the same pipeline), which buys df:
-    4 strata x 5 seeds give 16 instead of 4. A stratum of one seed adds its mean and no df.
-    No df or no spread: p NaN (untestable)."""
+    stratified paired t, each stratum weighing the same, with the pooled within-stratum spread
+    (formula: docs/aggregation.md, "Seed-level intervals"). No df or no spread: p NaN."""
     xs = [x for x in map(_clean, strata) if x.size]
     if not xs:
         return Interval(math.nan, math.nan, math.nan, 0, null, strata=0)
@@ -145,16 +126,10 @@ def as_ratio(iv: Interval) -> Interval:
     return replace(iv, estimate=e(iv.estimate), low=e(iv.low), high=e(iv.high), null=e(iv.null), log=True)
 
 
-def log_ratios(pairs: Sequence[tuple[float, float]]) -> list[float]:
-    """Per seed: log(ref / ctrl) of summed costs ``(ref, ctrl)``; pairs with a non-positive
-    side drop out."""
-    return [math.log(r / c) for r, c in pairs if r > 0 and c > 0]
-
-
 def ratio_interval(pairs: Sequence[tuple[float, float]]) -> Interval:
-    """The speed-up ``ref / ctrl`` from per-seed summed costs ``(ref, ctrl)``: the t
-    interval of log(ref / ctrl) over seeds, exponentiated (1.0 = no speed-up)."""
-    return as_ratio(seed_interval(log_ratios(pairs), null=0.0))
+    """The speed-up ``ref / ctrl`` from per-seed summed costs ``(ref, ctrl)``: the t interval of
+    log(ref / ctrl) over seeds, exponentiated; pairs with a non-positive side drop out."""
+    return as_ratio(seed_interval([math.log(r / c) for r, c in pairs if r > 0 and c > 0]))
 
 
 # --------------------------------------------------------------------------- pairing

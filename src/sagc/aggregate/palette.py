@@ -1,12 +1,5 @@
-"""One colour and one position per sizing, the same in every figure and table.
-
-Known names get fixed colours of clearly different hues (colour-blind-safe Okabe-Ito
-tones for the fixed sizes, red for the controller), so ``g16`` looks the same in every
-figure of every grid and no two fixed sizes are shades of one colour. Any other name
-(``g32``, ``sagc-fast``, ``sagc-tau3``, ...) starts from a colour picked by a stable hash
-of the name (``zlib.crc32``, never ``hash()``, which changes between processes); within
-one palette, a name whose colour is taken moves on to the next free one, so every sizing
-of a grid has its own colour (up to the length of the list).
+"""One colour and one position per sizing, the same in every figure and table (known names
+fixed, others from a stable hash, distinct within a grid): docs/aggregation.md, "Figures".
 """
 
 from __future__ import annotations

@@ -96,6 +96,11 @@ def cost_log_ratios(ref_rs, ctrl_rs, metric: str) -> dict[int, float]:
     return {s: math.log(r / c) for s, (r, c) in paired_totals(ref_rs, ctrl_rs, metric).items() if r > 0 and c > 0}
 
 
+def speedup(ref_rs, ctrl_rs, metric: str) -> paired.Interval:
+    """The geometric mean over seeds of summed ref cost / summed ctrl cost (paired steps)."""
+    return paired.ratio_interval(list(paired_totals(ref_rs, ctrl_rs, metric).values()))
+
+
 def eval_dir(r: CellResult) -> str:
     return str(Path(r.cell.eval_summary).parent)
 
@@ -129,14 +134,7 @@ def output_length_log_ratios(ref_rs, ctrl_rs, tasks: list[str]) -> dict[int, flo
     ctrl = {r.cell.seed: r.eval for r in ctrl_rs if r.complete and r.eval}
     per_task = []
     for task in tasks:
-        per_task.append(
-            {
-                s: math.log(ref[s][task]["mean_output_tokens"] / ctrl[s][task]["mean_output_tokens"])
-                for s in ref.keys() & ctrl.keys()
-                if task in ref[s]
-                and task in ctrl[s]
-                and ref[s][task]["mean_output_tokens"] > 0
-                and ctrl[s][task]["mean_output_tokens"] > 0
-            }
-        )
+        tokens = {s: (ref[s][task]["mean_output_tokens"], ctrl[s][task]["mean_output_tokens"])
+                  for s in ref.keys() & ctrl.keys() if task in ref[s] and task in ctrl[s]}  # fmt: skip
+        per_task.append({s: math.log(a / b) for s, (a, b) in tokens.items() if a > 0 and b > 0})
     return mean_over_tasks(per_task)

@@ -1,11 +1,7 @@
 """Planned power of the pre-registered primaries: before a run (the dry run's lines) and from
-a development-seed run (the command).
+a development-seed run (``python -m sagc.aggregate.plan results/dev [--seeds 3 5 8]``).
 
-    python -m sagc.aggregate.plan results/dev [--seeds 3 5 8] [--alpha 0.05]
-
-Plan on development seeds only: a plan read off the report seeds is not a plan. What the
-command reads and prints, and what the dry run prints (``dry_run_lines``):
-docs/aggregation.md ("The pre-registered primaries", planned power); the formula: ``sagc.aggregate.power``.
+Plan on development seeds only: docs/aggregation.md, "The pre-registered primaries".
 """
 
 from __future__ import annotations
@@ -16,17 +12,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from sagc.aggregate.grid import controller_problem
+from sagc.aggregate.grid import controller_problem, fixed_sizes
 from sagc.aggregate.power import planned_power
 from sagc.aggregate.registration import PRIMARIES, PRIMARY, Registration
-from sagc.controller import fixed_group_size
 
 #: Seeds per stratum the power table shows by default.
 SEED_RANGE = tuple(range(3, 11))
-
-
-def _fixed(sizings) -> list[tuple[int, str]]:
-    return sorted((fixed_group_size(s), s) for s in sizings if fixed_group_size(s) is not None)
 
 
 def dry_run_lines(config: Any) -> list[str]:
@@ -38,7 +29,7 @@ def dry_run_lines(config: Any) -> list[str]:
     problem = controller_problem(reg.controller, sizings)
     if problem:
         raise ValueError(f"config key 'claims.controller': {problem}")
-    fixed = _fixed(sizings)
+    fixed = fixed_sizes(sizings)
     if reg.controller not in sizings or not fixed:
         why = "the grid trains no controller" if reg.controller not in sizings else "no fixed G to compare"
         return [f"pre-registered claims: no primary family ({why})"]
@@ -81,21 +72,15 @@ def dry_run_lines(config: Any) -> list[str]:
 # --------------------------------------------------------------------------- from a run
 
 
-def read_primaries(source: str | Path):
-    """The primary rows of a run's ``headline.csv`` (a results folder or the file)."""
-    from sagc.aggregate.compare import read_headline
+def plan_lines(source: str | Path, seeds=SEED_RANGE, alpha: float | None = None) -> list[str]:
+    """Effect, pooled sd and power by seeds per stratum of each primary of a finished run (a
+    results folder or its ``headline.csv``), then the ``claims:`` block to paste."""
+    from sagc.aggregate.compare import read_headline  # pandas: not at the dry run's import
 
     frame = read_headline(source)
     rows = frame[frame["family"] == "primary"]
     if rows.empty:
         raise ValueError(f"{source}: its headline has no primary claims (no controller, or no complete pair)")
-    return rows
-
-
-def plan_lines(source: str | Path, seeds=SEED_RANGE, alpha: float | None = None) -> list[str]:
-    """Effect, pooled sd and power by seeds per stratum of each primary of a finished run,
-    then the ``claims:`` block to paste."""
-    rows = read_primaries(source)
     alpha = Registration.default("alpha") if alpha is None else alpha
     m = len(rows)
     lines = [f"{source}: {m} primaries; power at alpha/{m} = {alpha / m:.4g} (the first Holm step), two-sided t "

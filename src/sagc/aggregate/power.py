@@ -1,18 +1,7 @@
-"""Power of the headline's t tests: planned (before a run, from assumed effects and spreads)
-and observed (after it, at the planned effect with the spread the seeds showed).
+"""Power of the headline's t tests: planned (assumed effect and spread, before a run) and
+observed (the planned effect against the spread the seeds showed).
 
-A claim's test is Student's t of an estimate with standard error ``se`` on ``df`` degrees of
-freedom (``sagc.aggregate.paired``), two-sided at level ``alpha``, and *holds* only on the
-claimed side. Its power at a true distance d from the null, counted on the claimed side, is
-the noncentral t's tail beyond the critical value::
-
-    power = P(T' > t_{1 - alpha/2, df}),   T' ~ noncentral t(df, d / se)
-
-(``scipy.stats.nct``; the far tail, a rejection on the wrong side, does not make a claim
-hold and is not counted). For a design of K strata with n_k seeds each and a per-seed spread
-sd, the pooled estimate has ``se = sd * sqrt(sum_k 1/n_k) / K`` and ``df = sum_k (n_k - 1)``
-(``design``). A family of m claims under Holm is powered conservatively at ``alpha / m``,
-the first Holm step (each claim's power is at least that).
+The formula: docs/aggregation.md, "Power".
 """
 
 from __future__ import annotations

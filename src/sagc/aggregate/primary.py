@@ -1,10 +1,6 @@
 """The headline's claims: the pre-registered primary family, its gated secondaries, the
 positive control and the exploratory claims of other controllers.
 
-Few pooled primary claims, Holm-adjusted on their own, are what lets the headline decide
-anything at a handful of seeds; secondaries refine a primary and are tested only when it
-holds; the positive control checks the machinery itself.
-
 The families, their gates and their power: docs/aggregation.md, "The headline's claims".
 """
 
@@ -17,6 +13,7 @@ import numpy as np
 from sagc import metrics
 from sagc.aggregate import paired, perseed, verdicts
 from sagc.aggregate.collect import CellResult, Collected
+from sagc.aggregate.grid import fixed_sizes
 from sagc.aggregate.power import planned_power, power_at
 from sagc.aggregate.registration import COSTS, PRIMARY, Primary, Registration
 from sagc.aggregate.stats import reference_sizing
@@ -72,12 +69,8 @@ class _Grid:
         return [len(self.cells(s, sizing)) for s in strata]
 
 
-def _absent(rs: list[CellResult]) -> list[str]:
-    return [r.cell.id for r in rs if not r.complete]
-
-
 def _partial(detail: str, rs: list[CellResult]) -> str:
-    absent = _absent(rs)
+    absent = [r.cell.id for r in rs if not r.complete]
     return detail + (f" (partial; missing: {', '.join(absent)})" if absent else "")
 
 
@@ -179,9 +172,9 @@ def _secondaries(g: _Grid, ctrl: str) -> dict[str, list[Claim]]:
             out["S2"].append(_pair(st, ctrl, f"δ + ε = {delta:g} + {reg.budget_margin:g}",
                                    "second-half straggler rate ≤ δ + ε", "below", iv,
                                    _partial("", ctrl_rs), "S2"))  # fmt: skip
-        cost = paired.as_ratio(paired.seed_interval(list(perseed.cost_log_ratios(ref_rs, ctrl_rs, reg.cost).values())))
-        cpu = paired.ratio_interval(list(perseed.paired_totals(ref_rs, ctrl_rs, metrics.CPU_SECONDS).values()))
-        wall = paired.ratio_interval(list(perseed.paired_totals(ref_rs, ctrl_rs, metrics.STEP_SECONDS).values()))
+        cost = perseed.speedup(ref_rs, ctrl_rs, reg.cost)
+        cpu = perseed.speedup(ref_rs, ctrl_rs, metrics.CPU_SECONDS)
+        wall = perseed.speedup(ref_rs, ctrl_rs, metrics.STEP_SECONDS)
         out["S3"].append(_pair(st, ctrl, ref, f"cheaper ({reg.cost})", "above", cost,
                                _partial(f"CPU-time {cpu.text('.2f', suffix='×')}; wall-clock "
                                         f"{wall.text('.2f', suffix='×')}", rs), "S3"))  # fmt: skip
@@ -227,7 +220,7 @@ def secondary_families(g: _Grid, ctrl: str, primaries: list[Claim]) -> list[Clai
 def positive_control(g: _Grid) -> list[Claim]:
     """The smallest fixed G straggles less than the largest, pooled over the strata (alone,
     at alpha; none with fewer than two fixed sizes)."""
-    fixed = sorted((fixed_group_size(s), s) for s in g.sizings if fixed_group_size(s) is not None)
+    fixed = fixed_sizes(g.sizings)
     if len(fixed) < 2:
         return []
     small, large = fixed[0][1], fixed[-1][1]

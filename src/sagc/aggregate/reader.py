@@ -1,11 +1,7 @@
-"""One reader interface, two sources: a cell's offline W&B run files, or the W&B API.
+"""One reader interface, two sources: a cell's offline W&B run files, or the W&B API, both
+giving a ``RunData`` under the same rules (killed, resumed and unfinished runs included).
 
-Both return a ``RunData`` (a per-step history DataFrame and the run config) under the same
-rules, so the aggregation reads a grid the same way offline and online; killed, resumed and
-unfinished runs are read too.
-
-The two sources and the shared rules (skipped rows, merged segments): docs/aggregation.md,
-"Reading a cell's runs".
+The sources and the shared rules: docs/aggregation.md, "Reading a cell's runs".
 """
 
 from __future__ import annotations
@@ -219,12 +215,9 @@ def online_filters(group: str) -> dict[str, Any]:
 
 
 class OnlineReader:
-    """Reads the runs of ``entity/project`` in ``group`` through ``wandb.Api``.
-
-    The run list is fetched once (lazily, at the first ``read``) and matched to cells by
-    the run config's ``metrics.CELL_KEYS``. ``api`` may be passed in (e.g. with a custom
-    base URL); by default ``wandb.Api(timeout=...)`` is created, which needs an API key.
-    """
+    """Reads the runs of ``entity/project`` in ``group`` through ``wandb.Api`` (``api``, or one
+    made at the first ``read``, which needs an API key), listed once and matched to cells by
+    the run config's ``metrics.CELL_KEYS``."""
 
     def __init__(self, source: WandbSource, config_name: str | None = None, api: Any = None,
                  timeout: int = 30):  # fmt: skip
@@ -266,8 +259,7 @@ class OnlineReader:
 
     def _matches(self, run, cell: CellOutputs) -> bool:
         config = dict(run.config)
-        want = {"model": cell.model, "algorithm": cell.algorithm, "sizing": cell.sizing,
-                "seed": cell.seed}  # fmt: skip
+        want = {key: getattr(cell, key) for key in _IDENTITY}
         if self.config_name is not None:
             want["config_name"] = self.config_name
         return all(config.get(k) == v for k, v in want.items())
@@ -298,8 +290,4 @@ class OnlineReader:
 
 def make_reader(source: WandbSource, config_name: str | None = None) -> RunReader:
     """The reader the grid's ``wandb.source`` asks for."""
-    if source.source == "offline":
-        return OfflineReader(config_name)
-    if source.source == "online":
-        return OnlineReader(source, config_name)
-    raise ValueError(f"wandb.source must be 'offline' or 'online', got {source.source!r}")
+    return OnlineReader(source, config_name) if source.source == "online" else OfflineReader(config_name)

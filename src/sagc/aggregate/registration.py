@@ -1,12 +1,6 @@
-"""The pre-registered claims: what the headline tests, declared in the config before the run.
-
-A pipeline config's ``claims:`` block (``Registration``; the pipeline's schema takes this
-model as it is, so every default is stated here once) names the controller, cost, margins,
-level and each primary's planned effect and spread (``PRIMARIES``), from which the dry run
-states the planned power (``sagc.aggregate.plan``).
-
-The four primaries and their per-seed values: docs/aggregation.md, "The pre-registered
-primaries".
+"""The pre-registered claims: what the headline tests, declared in the config (``claims:``)
+before the run; the pipeline's schema takes ``Registration`` as it is, so every default is
+stated here once. The primaries: docs/aggregation.md, "The pre-registered primaries".
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""Render a table of display strings as Markdown and as LaTeX (booktabs).
-
-Hand-written rather than ``DataFrame.to_markdown`` / ``to_latex`` so that the output does
-not depend on optional packages (tabulate, jinja2) and stays byte-for-byte stable.
-Cells are plain Unicode strings; LaTeX output escapes them and maps ``±``, ``→`` and
-``×`` to math symbols.
+"""Render a table of display strings as Markdown and as LaTeX (booktabs), by hand so that the
+output needs no optional package (tabulate, jinja2) and stays byte-for-byte stable.
 """
 
 from __future__ import annotations

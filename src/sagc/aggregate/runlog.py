@@ -1,11 +1,6 @@
-"""Read the records of a W&B run file (``run-<id>.wandb``) without the W&B service.
-
-In wandb 0.31 an offline run keeps its history and summary only in this transaction log and
-the old Python reader is gone, so it is parsed here (wandb is pinned; a round-trip test fails
-if an upgrade changes the format). A killed run's incomplete tail is dropped; anything else
-that does not parse raises ``CorruptRunFileError`` naming the file.
-
-The file format: docs/aggregation.md, "Reading W&B run files".
+"""Read the records of a W&B run file (``run-<id>.wandb``) without the W&B service: a killed
+run's incomplete tail is dropped, anything else that does not parse raises
+``CorruptRunFileError``. Why, and the format: docs/aggregation.md, "Reading W&B run files".
 """
 
 from __future__ import annotations
@@ -82,21 +77,17 @@ def _payloads(path: Path, data: bytes) -> tuple[list[bytes], bool]:
             raise CorruptRunFileError(path, f"unknown chunk type {ctype} at byte {pos}")
         if zlib.crc32(payload, _TYPE_CRC[ctype]) != crc:
             raise CorruptRunFileError(path, f"checksum mismatch in the chunk at byte {pos}")
-        if ctype == FULL:
-            if pending is not None:
-                raise CorruptRunFileError(path, f"record interrupted at byte {pos}")
-            payloads.append(payload)
-        elif ctype == FIRST:
+        if ctype in (FULL, FIRST):
             if pending is not None:
                 raise CorruptRunFileError(path, f"record interrupted at byte {pos}")
             pending = [payload]
+        elif pending is None:
+            raise CorruptRunFileError(path, f"continuation chunk without a start at byte {pos}")
         else:
-            if pending is None:
-                raise CorruptRunFileError(path, f"continuation chunk without a start at byte {pos}")
             pending.append(payload)
-            if ctype == LAST:
-                payloads.append(b"".join(pending))
-                pending = None
+        if ctype in (FULL, LAST):
+            payloads.append(b"".join(pending))
+            pending = None
         pos = end
     return payloads, pending is not None
 

@@ -1,8 +1,5 @@
-"""Per-cell training statistics and their aggregation over seeds.
-
-One training cell is one W&B history, one row per step; each statistic is a mean or last
-value of a ``sagc.metrics`` column, and over seeds the mean and sample standard deviation
-(NaN with one seed). Speed-ups are paired per seed in ``sagc.aggregate.paired``.
+"""Per-cell training statistics (a mean or last value of a ``sagc.metrics`` column of one
+cell's history) and their mean and sample std over seeds.
 
 The definition of every statistic: docs/aggregation.md, "Per-cell statistics".
 """
@@ -16,47 +13,33 @@ import numpy as np
 import pandas as pd
 
 from sagc import metrics
-from sagc.controller import fixed_group_size
+from sagc.aggregate.grid import fixed_sizes
 
-#: The per-cell statistics: name -> (history metrics it needs).
-CELL_STATS = {
-    "straggler_rate": (metrics.STRAGGLER,),
-    "straggler_rate_second_half": (metrics.STRAGGLER,),
-    "decode_steps": (metrics.DECODE_STEPS,),
-    "cpu_s": (metrics.CPU_TOTAL_SECONDS,),
-    "wallclock_s": (metrics.WALLCLOCK_SECONDS,),
-    "rollout_share": (metrics.ROLLOUT_SECONDS, metrics.STEP_SECONDS),
-    "final_reward": (metrics.REWARD_MEAN,),
-    "mean_group_size": (metrics.GROUP_SIZE,),
-    "mean_length": (metrics.LENGTH_MEAN,),
-    "padding_efficiency": (metrics.PADDING_EFFICIENCY,),
-}
-
-#: Every history metric the training-efficiency table needs.
-NEEDED_METRICS = tuple(dict.fromkeys(m for ms in CELL_STATS.values() for m in ms))
+#: Every history metric the training-efficiency table needs (``cell_stats`` reads them).
+NEEDED_METRICS = (
+    metrics.STRAGGLER, metrics.DECODE_STEPS, metrics.CPU_TOTAL_SECONDS, metrics.WALLCLOCK_SECONDS,
+    metrics.ROLLOUT_SECONDS, metrics.STEP_SECONDS, metrics.REWARD_MEAN, metrics.GROUP_SIZE,
+    metrics.LENGTH_MEAN, metrics.PADDING_EFFICIENCY,
+)  # fmt: skip
 
 
 def reference_sizing(sizings) -> str | None:
     """The largest fixed G among ``sizings`` (the speed-up reference), None if none."""
-    fixed = [(fixed_group_size(s), s) for s in sizings if fixed_group_size(s) is not None]
-    return max(fixed)[1] if fixed else None
-
-
-def missing_metrics(history: pd.DataFrame) -> list[str]:
-    """The needed metrics a history lacks (absent or never a number)."""
-    out = []
-    for m in NEEDED_METRICS:
-        if m not in history.columns or pd.to_numeric(history[m], errors="coerce").notna().sum() == 0:
-            out.append(m)
-    return out
+    fixed = fixed_sizes(sizings)
+    return fixed[-1][1] if fixed else None
 
 
 def _col(history: pd.DataFrame, name: str) -> pd.Series:
     return pd.to_numeric(history[name], errors="coerce")
 
 
+def missing_metrics(history: pd.DataFrame) -> list[str]:
+    """The needed metrics a history lacks (absent or never a number)."""
+    return [m for m in NEEDED_METRICS if m not in history.columns or _col(history, m).notna().sum() == 0]
+
+
 def cell_stats(history: pd.DataFrame, last_k: int) -> dict[str, float]:
-    """The statistics of one cell's history (see the module docstring)."""
+    """The statistics of one cell's history (docs/aggregation.md, "Per-cell statistics")."""
     if last_k < 1:
         raise ValueError(f"last_k must be >= 1, got {last_k}")
     lacking = missing_metrics(history)

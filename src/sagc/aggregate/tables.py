@@ -1,8 +1,5 @@
-"""The paper's tables: training efficiency, downstream accuracy, and the headline.
-
-Each table is written as CSV (numbers), Markdown and LaTeX (display strings), one row per
-model x algorithm x sizing over seeds, with seed-level intervals; incomplete cells are never
-dropped but marked. Columns, intervals and files: docs/aggregation.md ("The tables").
+"""The paper's tables: training efficiency, downstream accuracy, length tail and the headline,
+as CSV, Markdown and LaTeX. Columns, intervals and files: docs/aggregation.md ("The tables").
 """
 
 from __future__ import annotations
@@ -19,7 +16,7 @@ from sagc.aggregate import paired, primary, verdicts
 from sagc.aggregate.collect import CellResult, Collected
 from sagc.aggregate.grid import TIME_UNITS
 from sagc.aggregate.palette import sizing_order
-from sagc.aggregate.perseed import eval_dir, paired_totals, seed_means
+from sagc.aggregate.perseed import eval_dir, seed_means, speedup
 from sagc.aggregate.render import latex_table, markdown_table
 from sagc.aggregate.stats import MeanStd, reference_sizing
 from sagc.controller import fixed_group_size
@@ -152,21 +149,6 @@ def step_interval(rs: list[CellResult], metric: str, which: str = "all", last_k:
     return iv.clipped(*_RANGES[metric]) if metric in _RANGES else iv
 
 
-def speedup(ref_rs: list[CellResult], ctrl_rs: list[CellResult], metric: str) -> paired.Interval:
-    """The geometric mean over seeds of summed ref cost / summed ctrl cost (paired steps)."""
-    return paired.ratio_interval(list(paired_totals(ref_rs, ctrl_rs, metric).values()))
-
-
-def _efficiency_stats(rs: list[CellResult], divisor: float, last_k: int = 5) -> dict:
-    done = [r for r in rs if r.complete]
-    out = {name: MeanStd.of([r.stats[name] for r in done]) for name, *_ in _EFF_COLUMNS
-           if name not in ("wallclock",) and name not in _SPEEDUPS}  # fmt: skip
-    out["wallclock"] = MeanStd.of([r.stats["wallclock_s"] / divisor for r in done])
-    for name, (metric, which) in _STEP_INTERVALS.items():
-        out[name + "_ci"] = step_interval(rs, metric, which, last_k)
-    return out
-
-
 def efficiency_table(collected: Collected) -> Table:
     """Training efficiency, one row per model x algorithm x sizing (see the module docstring)."""
     grid = collected.grid
@@ -177,31 +159,28 @@ def efficiency_table(collected: Collected) -> Table:
     by_key = {(m, a, s): rs for m, a, s, rs in grouped}
     refs = set()
     for model, algo, sizing, rs in grouped:
-        st = _efficiency_stats(rs, divisor, grid.last_k)
+        done = [r for r in rs if r.complete]
         ref = reference_sizing(s for m, a, s, _ in grouped if (m, a) == (model, algo))
         refs.add(ref)
-        speedups = {
-            name: speedup(by_key[(model, algo, ref)], rs, metric) if ref else paired.seed_interval([])
-            for name, metric in _SPEEDUPS.items()
-        }
         num = {"model": model, "algorithm": algo, "sizing": sizing,
                "seeds": sum(r.complete for r in rs), "seeds_expected": len(rs),
                "status": _status(rs)}  # fmt: skip
         txt = [model, algo, sizing, _seeds(rs)]
         for name, _, kind in _EFF_COLUMNS:
             if name in _SPEEDUPS:
-                iv = speedups[name]
+                iv = speedup(by_key[(model, algo, ref)], rs, _SPEEDUPS[name]) if ref else paired.seed_interval([])
                 num[name], num[f"{name}_low"], num[f"{name}_high"] = iv.estimate, iv.low, iv.high
                 if name == "speedup":
                     num["speedup_reference"] = ref or ""
                 txt.append(fmt(iv, kind))
                 continue
             col = f"wallclock_{unit}" if name == "wallclock" else name
-            num[f"{col}_mean"], num[f"{col}_std"] = st[name].mean, st[name].std
-            ci = st.get(name + "_ci")
+            ms = MeanStd.of([r.stats["wallclock_s"] / divisor if name == "wallclock" else r.stats[name] for r in done])
+            num[f"{col}_mean"], num[f"{col}_std"] = ms.mean, ms.std
+            ci = step_interval(rs, *_STEP_INTERVALS[name], grid.last_k) if name in _STEP_INTERVALS else None
             if ci is not None:
                 num[f"{col}_low"], num[f"{col}_high"] = ci.low, ci.high
-            txt.append(fmt(ci if ci is not None else st[name], kind))
+            txt.append(fmt(ci if ci is not None else ms, kind))
         num["missing_cells"] = _missing_cells(rs)
         rows_num.append(num)
         rows_txt.append(txt)
@@ -432,15 +411,6 @@ def reference_rows(collected: Collected) -> list[str]:
     return rows
 
 
-def _plan_note(reg) -> str:
-    if reg.plan_provisional:
-        return (
-            " **The plan is provisional** (`claims.plan_provisional`): its effects and spreads are "
-            "placeholders, not measured on development seeds, so the planned power is a guess."
-        )
-    return ""
-
-
 def _primary_section(collected: Collected, claims: list[verdicts.Claim]) -> str:
     reg = collected.grid.claims
     fam = [c for c in claims if c.family == verdicts.PRIMARY]
@@ -458,6 +428,12 @@ def _primary_section(collected: Collected, claims: list[verdicts.Claim]) -> str:
         if low
         else f" Every primary has planned power ≥ {reg.power_target:.0%}."
     )
+    provisional = (
+        " **The plan is provisional** (`claims.plan_provisional`): its effects and spreads are "
+        "placeholders, not measured on development seeds, so the planned power is a guess."
+        if reg.plan_provisional
+        else ""
+    )
     return (
         "## Primary claims (pre-registered)\n\n"
         f"**{held} of {m} primary claims hold** (Holm over these {m} claims only, family-wise error "
@@ -465,7 +441,7 @@ def _primary_section(collected: Collected, claims: list[verdicts.Claim]) -> str:
         "controller's value minus (or over) the reference's of the same seed, the mean of the strata's "
         "means, the pooled within-stratum spread, df = Σ (seeds − 1). Planned power: the config's plan "
         f"at these seeds, at α / {m} (the first Holm step, conservative); observed power: the planned "
-        f"effect against the spread these seeds showed.{power}{_plan_note(reg)}\n\n"
+        f"effect against the spread these seeds showed.{power}{provisional}\n\n"
         + "\n".join(verdicts.summary_markdown(claims))
         + "\n\n"
         + "\n".join(f"- {c.line()}" for c in fam)
@@ -650,9 +626,3 @@ def write_tables(collected: Collected, directory: str | Path | None = None) -> l
     verdicts.headline_frame(claims).to_csv(directory / "headline.csv", index=False, float_format="%.6g")
     paths += [directory / "headline.md", directory / "headline.csv"]
     return paths
-
-
-__all__ = [
-    "Table", "efficiency_table", "downstream_table", "efficiency_cells", "downstream_cells",
-    "headline_markdown", "length_tail_table", "pass_gain_family", "write_tables",
-]  # fmt: skip

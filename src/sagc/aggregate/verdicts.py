@@ -1,9 +1,5 @@
-"""Claims, their verdicts, and the families they are corrected in.
-
-A claim is one t test of an estimate against its null value, Holm-adjusted within its
-family (``holm_adjusted``), with a verdict: holds, fails, inconclusive, untestable, not
-tested or missing. The families are ``sagc.aggregate.primary``'s; the references (the
-largest fixed G, the best static G under the budget) are here.
+"""Claims, their verdicts (holds, fails, inconclusive, untestable, not tested, missing), Holm
+within a family, and the references (largest fixed G, best static G under the budget).
 
 What each verdict means: docs/aggregation.md, "Verdicts".
 """
@@ -20,8 +16,8 @@ import pandas as pd
 
 from sagc.aggregate import paired
 from sagc.aggregate.collect import CellResult, Collected
+from sagc.aggregate.grid import fixed_sizes
 from sagc.aggregate.stats import reference_sizing
-from sagc.controller import fixed_group_size
 
 HOLDS, FAILS, INCONCLUSIVE = "holds", "fails", "inconclusive"
 UNTESTABLE, NOT_TESTED, MISSING = "untestable", "not tested", "missing"
@@ -180,8 +176,7 @@ def base_straggler_rates(report: str | Path) -> dict[int, float]:
 def best_static(sizings, rates: dict[int, float], delta: float) -> str | None:
     """The largest fixed sizing whose base straggler rate is at most ``delta`` (the best
     static choice a user could make before training); the smallest fixed one when none is."""
-    fixed = sorted((fixed_group_size(s), s) for s in sizings if fixed_group_size(s) is not None)
-    measured = [(g, s) for g, s in fixed if g in rates]
+    measured = [(g, s) for g, s in fixed_sizes(sizings) if g in rates]
     if not measured:
         return None
     safe = [(g, s) for g, s in measured if rates[g] <= delta]
