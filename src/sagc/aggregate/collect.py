@@ -66,11 +66,8 @@ class Collected:
 
 
 def read_eval_summary(path: str | Path) -> dict[str, dict[str, float]]:
-    """The ``tasks`` mapping of an evaluation summary, validated.
-
-    Raises ``FileNotFoundError`` when absent and ``ValueError`` naming the file and key
-    when the JSON does not have the documented shape.
-    """
+    """The ``tasks`` mapping of an evaluation summary, validated: ``ValueError`` naming the file
+    and key when the JSON does not have the documented shape."""
     path = Path(path)
     try:
         raw = json.loads(path.read_text())
@@ -156,7 +153,7 @@ def _check_not_damaged(cell: CellOutputs, run: RunData) -> None:
 
 
 def collect(grid: ResultGrid, reader: RunReader | None = None) -> Collected:
-    """Read every cell and base model of ``grid``; see the module docstring."""
+    """Read every cell and base model of ``grid``; missing ones are noted, never raised."""
     reader = reader if reader is not None else make_reader(grid.wandb, grid.name)
     cells = [_collect_cell(cell, reader, grid) for cell in grid.cells]
     base = []

@@ -91,11 +91,8 @@ def _marker(colour: str, marker: str = "o") -> Line2D:
 
 def _legend_on_top(fig, axes, entries: list[tuple[str, Line2D]] | None = None,
                    title: str | None = None) -> None:  # fmt: skip
-    """One legend above the panels (seaborn's per-axes legends removed).
-
-    ``entries`` are (label, handle) pairs built by hand, so the legend shows exactly the
-    sizings (or candidates, tasks) and their colours, without seaborn's sub-titles.
-    """
+    """One legend above the panels instead of seaborn's per-axes ones, from hand-built
+    (label, handle) ``entries``: exactly the sizings (or candidates, tasks), no sub-titles."""
     for ax in axes:
         if ax.get_legend() is not None:
             ax.get_legend().remove()
@@ -417,11 +414,9 @@ def _dodge_offsets(ax, xs, ys) -> np.ndarray:
 
 
 def accuracy_vs_length_figure(collected: Collected):
-    """Downstream accuracy against mean output length: colour = sizing (base model in
-    grey), marker = benchmark; one point per sizing x benchmark (mean over seeds) with
-    ±1 standard-error bars (over seeds when there are several, else lm-eval's binomial
-    one), one panel per model x algorithm (each with its base model). Points that would
-    hide each other are drawn side by side."""
+    """Downstream accuracy against mean output length, one panel per model x algorithm (with its
+    base model, grey): colour = sizing, marker = benchmark, mean over seeds ±1 standard error
+    (``_accuracy_rows``); points that would hide each other are drawn side by side."""
     df = _accuracy_rows(collected)
     if df.empty:
         return _placeholder("no evaluation summary of a complete cell")

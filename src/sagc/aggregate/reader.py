@@ -100,7 +100,7 @@ def _add_row(rows: dict[int, dict[str, Any]], row: dict[str, Any], where: str) -
 
 
 def merge_segments(segments: list[Segment]) -> RunData:
-    """Merge a cell's segments by step (see the module docstring for the rules)."""
+    """Merge a cell's segments by step (docs/aggregation.md, "Reading a cell's runs")."""
     segments = sorted(segments, key=lambda s: s.order)
     merged: dict[int, dict[str, Any]] = {}
     config: dict[str, Any] = {}

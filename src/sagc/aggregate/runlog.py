@@ -93,11 +93,8 @@ def _payloads(path: Path, data: bytes) -> tuple[list[bytes], bool]:
 
 
 def read_run_log(path: str | Path) -> RunLog:
-    """Parse every record of the run file at ``path``.
-
-    Raises ``FileNotFoundError`` for a missing file and ``CorruptRunFileError`` (a
-    ``ValueError``) naming the file for anything that is not a readable wandb 0.31 log.
-    """
+    """Parse every record of the run file at ``path``; ``CorruptRunFileError`` (a
+    ``ValueError``) naming the file for anything that is not a readable wandb 0.31 log."""
     path = Path(path)
     data = path.read_bytes()
     payloads, truncated = _payloads(path, data)

@@ -150,7 +150,7 @@ def step_interval(rs: list[CellResult], metric: str, which: str = "all", last_k:
 
 
 def efficiency_table(collected: Collected) -> Table:
-    """Training efficiency, one row per model x algorithm x sizing (see the module docstring)."""
+    """Training efficiency, one row per model x algorithm x sizing (docs/aggregation.md, "The tables")."""
     grid = collected.grid
     unit = grid.time_unit
     divisor = TIME_UNITS[unit]
@@ -270,7 +270,7 @@ def downstream_table(collected: Collected) -> Table:
     model x algorithm x sizing."""
     tasks = verdicts.tasks_of(collected)
     rows_num, rows_txt = [], []
-    entries: list[tuple[str, str, str, list, str, str]] = []
+    entries = []  # (model, algorithm, sizing, evaluations, seeds, status, evaluation dirs)
     for b in collected.base:
         evals = [b.eval] if b.eval is not None and not b.missing else []
         status = "complete" if evals else MISSING
@@ -360,11 +360,10 @@ def straggler_structure(collected: Collected) -> list[str]:
 
 
 def learning_rows(collected: Collected) -> list[str]:
-    """Markdown rows: did training improve the policy? Per cell group and task, accuracy
-    after training minus the base model's (per seed: the mean paired per-problem difference
-    against the one base evaluation; interval over seeds), and the reward of the last quarter
-    of steps minus the first quarter's (per seed; interval over seeds). The base model is
-    evaluated once: its sampling noise is shared by every seed and not in the interval."""
+    """Markdown rows: did training improve the policy? Per cell group, each task's paired
+    per-problem accuracy minus the base model's, and the last quarter's reward minus the first
+    quarter's, each per seed with its interval over seeds (the base model is evaluated once:
+    its sampling noise is shared by every seed and not in the interval)."""
     tasks = verdicts.tasks_of(collected)
     base_dirs = {b.base.model: str(Path(b.base.eval_summary).parent) for b in collected.base if b.eval}
     rows = [
