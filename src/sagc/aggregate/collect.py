@@ -120,11 +120,16 @@ def _collect_cell(cell: CellOutputs, reader: RunReader, grid: ResultGrid) -> Cel
                 result.missing.append(f"metric(s) never logged: {', '.join(lacking)}")
             else:
                 result.stats = cell_stats(run.history, grid.last_k)
-    if Path(cell.eval_summary).is_file():
-        result.eval = read_eval_summary(cell.eval_summary)
-    else:
-        result.missing.append(f"evaluation summary not found: {cell.eval_summary}")
+    _read_eval(result, cell.eval_summary)
     return result
+
+
+def _read_eval(result: CellResult | BaseResult, path: Path) -> None:
+    """Read the evaluation summary at ``path`` into ``result``, or note it as missing."""
+    if Path(path).is_file():
+        result.eval = read_eval_summary(path)
+    else:
+        result.missing.append(f"evaluation summary not found: {path}")
 
 
 def rerun_command(cell: CellOutputs) -> str:
@@ -156,12 +161,7 @@ def collect(grid: ResultGrid, reader: RunReader | None = None) -> Collected:
     """Read every cell and base model of ``grid``; missing ones are noted, never raised."""
     reader = reader if reader is not None else make_reader(grid.wandb, grid.name)
     cells = [_collect_cell(cell, reader, grid) for cell in grid.cells]
-    base = []
-    for b in grid.base:
-        res = BaseResult(b)
-        if Path(b.eval_summary).is_file():
-            res.eval = read_eval_summary(b.eval_summary)
-        else:
-            res.missing.append(f"evaluation summary not found: {b.eval_summary}")
-        base.append(res)
+    base = [BaseResult(b) for b in grid.base]
+    for res in base:
+        _read_eval(res, res.base.eval_summary)
     return Collected(grid, cells, base)

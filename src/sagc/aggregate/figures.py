@@ -370,23 +370,23 @@ def _accuracy_rows(collected: Collected) -> pd.DataFrame:
     """Per panel x (sizing or base) x task: accuracy and output length, mean over seeds,
     with ±1 standard error: over seeds when there are several, else lm-eval's own (binomial)
     standard error of the accuracy."""
+
+    def rows_of(model: str, panel: str, label: str, evals: dict) -> list[dict]:
+        return [{"model": model, "panel": panel, "label": label, "task": task, "acc": v["accuracy"] * 100,
+                 "acc_se": v["accuracy_stderr"] * 100, "len": v["mean_output_tokens"]}
+                for task, v in evals.items()]  # fmt: skip
+
     rows = []
     for r in collected.cells:
         if r.complete and r.eval:
-            for task, v in r.eval.items():
-                rows.append({"model": r.cell.model, "panel": _panel(r.cell.model, r.cell.algorithm),
-                             "label": r.cell.sizing, "task": task, "acc": v["accuracy"] * 100,
-                             "acc_se": v["accuracy_stderr"] * 100, "len": v["mean_output_tokens"]})  # fmt: skip
+            rows += rows_of(r.cell.model, _panel(r.cell.model, r.cell.algorithm), r.cell.sizing, r.eval)
     if not rows:
         return pd.DataFrame()
     df = pd.DataFrame(rows)
     for b in collected.base:
         if b.eval and not b.missing:
             for panel in df.loc[df["model"] == b.base.model, "panel"].unique():
-                for task, v in b.eval.items():
-                    rows.append({"model": b.base.model, "panel": panel, "label": "base", "task": task,
-                                 "acc": v["accuracy"] * 100, "acc_se": v["accuracy_stderr"] * 100,
-                                 "len": v["mean_output_tokens"]})  # fmt: skip
+                rows += rows_of(b.base.model, panel, "base", b.eval)
     df = pd.DataFrame(rows)
     out = []
     for (panel, label, task), g in df.groupby(["panel", "label", "task"], sort=False):
