@@ -81,10 +81,7 @@ def _suite(args: argparse.Namespace) -> int:
                         worlds=tuple(args.worlds or WORLDS), traces=tuple(args.trace or ()))  # fmt: skip
     t0 = time.perf_counter()
     rows, summary = run_suite(suite)
-    paths = write_suite(args.out, rows, summary, suite)
-    print(paths[-1].read_text(), end="")
-    print(f"{len(rows)} runs in {time.perf_counter() - t0:.1f} s; wrote {', '.join(str(p) for p in paths)}")
-    return 0
+    return _report(rows, write_suite(args.out, rows, summary, suite), t0)
 
 
 def _prompt(args: argparse.Namespace) -> int:
@@ -103,7 +100,11 @@ def _prompt(args: argparse.Namespace) -> int:
             notes.append(
                 f"- {suite.name}: decode speed-up of sagc-prompt-fast / {best}: {m:.3f} ± {ci:.3f} (paired by seed)"
             )
-    paths = pw.write(args.out, rows, pw.summarize(rows), "\n".join(notes) + "\n")
+    return _report(rows, pw.write(args.out, rows, pw.summarize(rows), "\n".join(notes) + "\n"), t0)
+
+
+def _report(rows: list, paths: list[Path], t0: float) -> int:
+    """Print the written table and what was written."""
     print(paths[-1].read_text(), end="")
     print(f"{len(rows)} runs in {time.perf_counter() - t0:.1f} s; wrote {', '.join(str(p) for p in paths)}")
     return 0

@@ -1,14 +1,7 @@
 """Configuration of the straggler simulator: typed pydantic models (``sagc.config_models``).
 
-Every key can come from a YAML / JSON file (``SimConfig.from_dict``); a bad value raises
-``ValueError`` naming the key (``throughput.decode_step_s``, ``lengths.sigma``, ...), an
-unknown key raises too, so a typo never silently falls back to a default.
-
-The throughput defaults model *one H200 running a 3B model* (Qwen2.5-3B / Llama-3.2-3B in
-bf16, vLLM colocated with the trainer). They are assumptions, not measurements; the
-numbers behind them are in ``ThroughputConfig``'s docstring. Because every speed-up the
-simulator reports is a ratio of two runs on the same assumptions, the ratios are far less
-sensitive to them than the absolute hours.
+A bad value raises ``ValueError`` naming the key (``lengths.sigma``), an unknown key too.
+The step-time and length models: docs/controller.md ("The simulator's models").
 """
 
 import json
@@ -35,31 +28,8 @@ def _check_clip(lengths):
 
 
 class ThroughputConfig(Section):
-    """Step-time model: ``step = overhead + prefill + decode + train`` (seconds).
-
-    - decode, continuous batching (vLLM): decode step k costs ``decode_step_s +
-      decode_token_s * active_k`` with ``active_k`` the rows still generating, so the
-      rollout phase costs ``decode_step_s * max(L) + decode_token_s * sum(L)``: the longest
-      rollout sets the number of steps, the others only add their own tokens.
-      ``static`` batching (HF ``generate``) keeps every row to the end:
-      ``decode_step_s * max(L) + decode_token_s * rows * max(L)``.
-    - prefill: ``prefill_token_s * rows * prompt_tokens``.
-    - train: ``train_token_s`` per token of the policy forward+backward (plus the old-policy
-      log-prob forward). TRL pads the batch to its longest completion, so with
-      ``train_padding`` the tokens are ``rows * (prompt_tokens + max(L))``; without it,
-      ``rows * prompt_tokens + sum(L)`` (a packed trainer).
-    - ``step_overhead_s``: weight sync to the inference engine, reward scoring, optimizer
-      step: constant per step.
-
-    Defaults (assumptions for one H200, 3B model, bf16):
-    ``decode_step_s = 0.010``: ~100 tokens/s for a lone sequence under vLLM (kernel launch
-    and weight reads dominate: 6 GB of weights at 4.8 TB/s is 1.3 ms, plus scheduling);
-    ``decode_token_s = 5e-5``: batched decode saturates near 20k tokens/s;
-    ``prefill_token_s = 2e-6``: prefill is compute-bound and ~25x cheaper per token;
-    ``train_token_s = 7e-5``: ~8 * 3e9 FLOP per token (fwd + bwd + recompute + old log-probs)
-    at ~35% of the H200's ~990 bf16 TFLOP/s;
-    ``step_overhead_s = 3.0``; ``prompt_tokens = 200`` (a math prompt with its template).
-    """
+    """Step-time model, ``step = overhead + prefill + decode + train`` (seconds); defaults
+    assume one H200 running a 3B model (formulas and numbers: docs/controller.md)."""
 
     section_key = "throughput"
     decode_step_s: Number(ge=0.0) = 0.010
@@ -73,21 +43,8 @@ class ThroughputConfig(Section):
 
 
 class ParametricLengthConfig(Section):
-    """A lognormal body with a Pareto tail, both scaled by a median that drifts over training.
-
-    For training step t of T (``frac = t / (T - 1)``), prompt p and rollout j:
-
-    - the step median grows log-linearly: ``m_t = median_start * (median_end /
-      median_start) ** frac`` (chains of thought lengthen as training goes on);
-    - each prompt has its own scale ``m_tp = m_t * exp(prompt_sigma * z_p)`` (some prompts
-      need longer answers: this is what makes whole groups long);
-    - with probability ``q_t`` (``tail_prob_start`` -> ``tail_prob_end``, linear in frac)
-      the rollout is a *runaway* from the tail ``m_tp * tail_min * Pareto(tail_alpha)``
-      (a repetition loop or an over-long chain of thought); otherwise it is from the body
-      ``m_tp * exp(sigma * z_pj)``;
-    - lengths are rounded to whole tokens and clipped to ``[min_tokens, max_tokens]``
-      (``max_tokens`` is the generation cap: truncated rows are the worst stragglers).
-    """
+    """A lognormal body with a Pareto tail, both scaled by a per-prompt median that drifts
+    over training; clipped to ``[min_tokens, max_tokens]`` (docs/controller.md)."""
 
     section_key = "lengths"
     median_start: Number(gt=0.0) = 500.0
@@ -107,15 +64,9 @@ class ParametricLengthConfig(Section):
 
 
 class RealRunLengthConfig(Section):
-    """Stationary lengths with the tail of a real DAPO run (``sagc.lengths.REAL_RUN_TAIL``).
-
-    Per prompt p and completion j, ``L = scale * exp(prompt_sigma * z_p + c_pj + sigma * z_pj)``
-    with the component ``c_pj`` a short answer (``ln short_scale``, probability
-    ``short_prob``), a runaway (``ln long_scale``, probability ``long_prob``) or the body
-    (0): a mixture of three log-normals of one shape (a single log-normal cannot match the
-    run's tail). Rounded to whole tokens and clipped to ``[min_tokens, max_tokens]``
-    (``max_tokens``: the generation cap). How the defaults were fitted, and why one
-    log-normal fails: docs/history/2026-12-03-real-run-lengths.md.
+    """Stationary lengths with the tail of a real DAPO run (``sagc.lengths.REAL_RUN_TAIL``):
+    ``L = scale * exp(prompt_sigma * z_p + c_pj + sigma * z_pj)``, the component ``c_pj`` a
+    short answer, a runaway or the body (0). The fit: docs/history/2026-12-03-real-run-lengths.md.
     """
 
     section_key = "lengths"
@@ -139,15 +90,9 @@ class RealRunLengthConfig(Section):
 
 
 class ReplayConfig(Section):
-    """Replay of a recorded ``lengths.jsonl`` trace (format: ``sagc.trace``).
-
-    ``cycle``: when the simulation has more steps than the trace, start over (with fresh
-    resampling draws); otherwise that is an error. ``upsample``: where the extra rollouts
-    come from when a controller asks for more than were recorded per prompt: the prompt's
-    own group (``group``, keeps prompt-level length correlation) or the whole step
-    (``step``). Resampling cannot invent a longer rollout than any recorded one, so replay
-    from the largest-G run when you can.
-    """
+    """Replay of a recorded ``lengths.jsonl`` (``sagc.trace``): ``cycle`` starts over when the
+    run is longer than the trace; ``upsample`` draws extra rollouts from the prompt's own
+    ``group`` or the whole ``step`` (docs/controller.md, "Replay")."""
 
     section_key = "lengths"
     trace: Text = Field(description="the lengths.jsonl file to replay")
@@ -164,8 +109,7 @@ _Float = Annotated[float, Field(strict=True, allow_inf_nan=False)]
 
 
 class SweepConfig(Section):
-    """The tau x delta grid of the sweep (SAGC re-run for every pair, fixed G re-measured
-    for every tau since the straggler test depends on it)."""
+    """The tau x delta grid of the sweep."""
 
     section_key = "sweep"
     tau: Annotated[
@@ -191,14 +135,9 @@ def _sagc_config(value: Any) -> SAGCConfig:
 
 
 class SimConfig(Section):
-    """A whole simulation: which sizings, how many steps, which lengths, which hardware.
-
-    ``sizings`` uses the pipeline's names (``g4``, ``g8``, ``g16``, ``sagc``); ``sagc``
-    holds ``SAGCConfig`` keys (its tau and scope also define the fixed-G straggler test).
-    ``prompts_per_step`` is constant when G changes (the tiny world's convention), so a
-    smaller G means a smaller synchronous batch. ``steps`` is ignored for a replay without
-    ``cycle`` (the trace's length is used). ``sweep`` is optional (null: no sweep).
-    """
+    """A whole simulation: sizings (the pipeline's names), steps, lengths, hardware. ``sagc``'s
+    tau and scope also define the fixed-G straggler test; ``prompts_per_step`` stays fixed
+    when G changes; ``sweep`` null: no sweep."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
     name: Text = "sim"

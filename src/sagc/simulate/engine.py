@@ -1,12 +1,6 @@
-"""The synchronous-RL step-time model and the simulation loop.
-
-One simulated step: the controller picks G, every prompt of the step gets G rollouts from
-the length pool (``sagc.simulate.sources``), the controller observes them, and the step
-costs what ``ThroughputConfig`` says (its docstring has the formula).
-
-Two paths compute the same numbers: a vectorised one for fixed G (no controller in the
-loop: numpy over thousands of steps at once, >100k steps/s) and a loop that calls any
-``GroupSizer`` once per step (its ``observe`` decides the straggler flag it learns from).
+"""The synchronous-RL step-time model and the simulation loop: a vectorised path for fixed G
+and a loop that calls any ``GroupSizer`` once per step, giving the same numbers
+(docs/controller.md, "The simulator's models").
 """
 
 from __future__ import annotations
@@ -120,13 +114,10 @@ class SizingResult:
 _COSTS = ("rollout_s", "train_s", "step_s", "tokens", "padded_tokens")
 
 
-def _block_steps(block: Block) -> int:
-    return block.shape[0] if isinstance(block, np.ndarray) else len(block)
-
-
-def _costs_by_group_size(block: Block, sizes: np.ndarray, tp: ThroughputConfig) -> dict[str, np.ndarray]:
-    """Costs of every step of a block, each at its own G (vectorised per distinct G)."""
-    n = _block_steps(block)
+def costs_by_group_size(block: Block, sizes: np.ndarray, tp: ThroughputConfig) -> dict[str, np.ndarray]:
+    """Costs of every step of a block (an array or a list of per-step pools), each at its own
+    G (vectorised per distinct G)."""
+    n = len(block)
     out = {k: np.empty(n) for k in _COSTS}
     if isinstance(block, np.ndarray):
         for g in np.unique(sizes):
@@ -142,23 +133,19 @@ def _costs_by_group_size(block: Block, sizes: np.ndarray, tp: ThroughputConfig) 
     return out
 
 
-def _prompts_per_step(block: Block) -> np.ndarray:
-    if isinstance(block, np.ndarray):
-        return np.full(block.shape[0], block.shape[1])
-    return np.array([p.shape[0] for p in block])
-
-
-def _run(source, steps: int, width: int, tp: ThroughputConfig, sizes_of) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+def _run(source, steps: int, width: int, tp: ThroughputConfig, sizes_of) -> dict[str, Any]:
     """Every block of ``source`` at the group sizes ``sizes_of(block)`` picks: the sizes, each
-    step's costs and its prompts, concatenated over the run."""
+    step's costs and (in ``extra``) its prompts, concatenated over the run."""
     parts: dict[str, list] = {k: [] for k in ("group_size", *_COSTS, "prompts")}
     for _, block in source.blocks(steps, width):
         sizes = sizes_of(block)
         parts["group_size"].append(sizes)
-        for k, v in _costs_by_group_size(block, sizes, tp).items():
+        for k, v in costs_by_group_size(block, sizes, tp).items():
             parts[k].append(v)
-        parts["prompts"].append(_prompts_per_step(block))
-    return {k: np.concatenate(v) for k, v in parts.items()}
+        parts["prompts"].append([p.shape[0] for p in block])
+    run = {k: np.concatenate(v) for k, v in parts.items()}
+    run["extra"] = {"prompts": run.pop("prompts")}
+    return run
 
 
 def run_fixed(g: int, source, steps: int, width: int, tp: ThroughputConfig, tau: float, scope: str) -> SizingResult:
@@ -171,12 +158,11 @@ def run_fixed(g: int, source, steps: int, width: int, tp: ThroughputConfig, tau:
             ratios.append(block_ratios(block[:, :, :g], scope))
         else:
             ratios.append(np.array([block_ratios(p[None, :, :g], scope)[0] for p in block]))
-        return np.full(_block_steps(block), g)
+        return np.full(len(block), g)
 
     run = _run(source, steps, width, tp, sizes_of)
     ratio = np.concatenate(ratios)
-    prompts = run.pop("prompts")
-    return SizingResult(sizing=f"g{g}", straggler=ratio > tau, ratio=ratio, **run, extra={"prompts": prompts})
+    return SizingResult(sizing=f"g{g}", straggler=ratio > tau, ratio=ratio, **run)
 
 
 def run_controller(
@@ -188,7 +174,7 @@ def run_controller(
     flags, ratios = [], []
 
     def sizes_of(block: Block) -> np.ndarray:
-        sizes = np.empty(_block_steps(block), dtype=int)
+        sizes = np.empty(len(block), dtype=int)
         for i in range(sizes.size):
             sizes[i] = sizer.next_group_size()
             rec = sizer.observe(block[i][:, : sizes[i]])
@@ -197,14 +183,8 @@ def run_controller(
         return sizes
 
     run = _run(source, steps, width, tp, sizes_of)
-    prompts = run.pop("prompts")
-    return SizingResult(
-        sizing=name or type(sizer).__name__,
-        straggler=np.asarray(flags, dtype=bool),
-        ratio=np.asarray(ratios, dtype=float),
-        **run,
-        extra={"prompts": prompts},
-    )
+    straggler, ratio = np.asarray(flags, dtype=bool), np.asarray(ratios, dtype=float)
+    return SizingResult(sizing=name or type(sizer).__name__, straggler=straggler, ratio=ratio, **run)
 
 
 def make_source(cfg: SimConfig):
@@ -223,18 +203,14 @@ def simulate(
     source=None,
 ) -> dict[str, SizingResult]:
     """Run every sizing of ``cfg`` on the same length pool; results keyed by sizing name.
-
-    ``sizer_factory(sizing, sagc_config)`` builds a policy for a sizing name (default:
-    ``sagc.controller.make_group_sizer``, the sizing registry), so variants plug in by name.
-    The controller's seed is the config's ``sagc.seed`` offset by the simulation seed, so
-    two simulation seeds give two independent controller runs.
-    """
+    ``sizer_factory(sizing, sagc_config)`` builds each policy (default: the sizing registry);
+    the controller's seed is ``sagc.seed`` offset by the simulation seed."""
     if source is None:
         source, steps = make_source(cfg)
     else:
         steps = source.n_steps(cfg.steps) if hasattr(source, "n_steps") else cfg.steps
     width = cfg.pool_width
-    factory = sizer_factory or (lambda name, sc: make_group_sizer(name, sc))
+    factory = sizer_factory or make_group_sizer
     sagc_cfg = SAGCConfig.from_dict({**cfg.sagc.to_dict(), "seed": cfg.sagc.seed + cfg.seed})
     results: dict[str, SizingResult] = {}
     for name in cfg.sizings:

@@ -1,8 +1,5 @@
-"""Prompt-aware control in the simulator: worlds where prompts have their own lengths.
-
-Unlike the parametric pool, where no prompt recurs, a run here trains on a fixed set of
-prompts for several epochs, drawn by the policy's own prompt stream, and a prompt's rollout
-lengths depend on the prompt: so a policy can learn about prompts. ``PromptWorld`` is
+"""Prompt-aware control in the simulator: a fixed set of prompts trained for several epochs,
+each with its own lengths, so a policy can learn about prompts. ``PromptWorld`` is
 parametric, ``PromptReplay`` replays a trainer's ``lengths.jsonl``.
 
 The worlds' parameters, common random numbers and what is reported: docs/prompt-aware.md,
@@ -21,8 +18,8 @@ import numpy as np
 from sagc.controller import GroupSizer, parse_sizing
 from sagc.prompts import PromptStream
 from sagc.simulate.config import ParametricLengthConfig, ThroughputConfig
-from sagc.simulate.engine import SizingResult, step_costs
-from sagc.simulate.suite import VARIANTS, base_sagc, mean_ci
+from sagc.simulate.engine import SizingResult, costs_by_group_size
+from sagc.simulate.suite import VARIANTS, base_sagc, mean_ci, table_cell, table_lines, write_outputs
 from sagc.trace import TraceStep, read_trace
 
 #: The prompt-heterogeneous world: the suite's tiny-world scale (median 40 tokens, cap 480),
@@ -186,30 +183,23 @@ def build(arm: Arm, world, base: PromptStream, blocks: dict[str, Any]) -> tuple[
 def run_policy(sizer, stream, world, steps: int, prompts: int, tp: ThroughputConfig, name: str) -> SizingResult:
     """``steps`` synchronous steps of ``prompts`` prompts; lengths per prompt visit."""
     visits = np.zeros(world.n, dtype=int)
-    sizes, flags, ratios, long_rounds = [], [], [], []
-    costs: dict[str, list] = {k: [] for k in ("rollout_s", "train_s", "step_s", "tokens", "padded_tokens")}
+    blocks, sizes, flags, ratios, long_rounds = [], [], [], [], []
     for t in range(steps):
         g = sizer.next_group_size()
         idx = stream.take(prompts)
-        long = stream.round_long  # the kind of the round just drawn (the trainer reads it so)
+        long_rounds.append(stream.round_long)  # the kind of the round just drawn (the trainer reads it so)
         block = np.stack([world.lengths(t, i, visits[i], g) for i in idx])
         visits[idx] += 1
         rec = sizer.observe(block)
         stream.observe(idx, block)
-        c = step_costs(block[None], tp)
-        for k in costs:
-            costs[k].append(float(getattr(c, k)[0]))
+        blocks.append(block)
         sizes.append(g)
         flags.append(rec.straggler)
         ratios.append(rec.ratio)
-        long_rounds.append(long)
-    arr = {k: np.asarray(v) for k, v in costs.items()}
-    return SizingResult(
-        sizing=name, group_size=np.asarray(sizes), straggler=np.asarray(flags, dtype=bool),
-        ratio=np.asarray(ratios), rollout_s=arr["rollout_s"], train_s=arr["train_s"], step_s=arr["step_s"],
-        tokens=arr["tokens"], padded_tokens=arr["padded_tokens"],
-        extra={"prompts": np.full(steps, prompts), "long_round": np.asarray(long_rounds, dtype=bool)},
-    )  # fmt: skip
+    sizes = np.asarray(sizes)
+    extra = {"prompts": np.full(steps, prompts), "long_round": np.asarray(long_rounds, dtype=bool)}
+    return SizingResult(sizing=name, group_size=sizes, straggler=np.asarray(flags, dtype=bool),
+                        ratio=np.asarray(ratios), **costs_by_group_size(blocks, sizes, tp), extra=extra)  # fmt: skip
 
 
 # ----------------------------------------------------------------------- comparison
@@ -313,29 +303,16 @@ def markdown_table(summary: list[dict[str, Any]]) -> str:
              ("straggler_rate", "straggler rate", 2), ("straggler_rate_short", "rate, short rounds", 2),
              ("straggler_rate_long", "rate, long rounds", 2), ("mean_group_size", "mean G", 1),
              ("mean_log2_g", "mean log2 G", 2), ("long_share", "long rounds", 2))  # fmt: skip
-    head = ["world", "policy"] + [label for _, label, _ in shown]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for r in summary:
-        cells = [r["world"], r["policy"]]
-        for key, _, d in shown:
-            v, ci = r[key], r[f"{key}_ci95"]
-            cells.append("–" if math.isnan(v) else f"{v:.{d}f} ± {ci:.{d}f}" if math.isfinite(ci) else f"{v:.{d}f}")
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+
+    def cell(r: dict[str, Any], key: str, digits: int) -> str:
+        return "–" if math.isnan(r[key]) else table_cell(r, key, digits)
+
+    return "\n".join(table_lines(summary, shown, by="policy", cell=cell)) + "\n"
 
 
 def write(out_dir, rows: list[dict[str, Any]], summary: list[dict[str, Any]], notes: str = "") -> list:
     """``runs.csv`` (every run), ``prompt.csv`` (the summary) and ``prompt.md`` (the table)."""
-    from pathlib import Path
-
-    import pandas as pd
-
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame(rows).to_csv(out / "runs.csv", index=False)
-    pd.DataFrame(summary).to_csv(out / "prompt.csv", index=False)
-    (out / "prompt.md").write_text(markdown_table(summary) + ("\n" + notes if notes else ""))
-    return [out / "runs.csv", out / "prompt.csv", out / "prompt.md"]
+    return write_outputs(out_dir, rows, summary, "prompt", markdown_table(summary) + ("\n" + notes if notes else ""))
 
 
 def hetero_suite(seeds: int = 100, steps: int = 128, n_prompts: int = 64, prompt_sigma: float = 0.5,
@@ -353,8 +330,3 @@ def replay_suite(trace: str, seeds: int = 50, steps: int = 64, **kw) -> PromptSu
     PromptReplay(steps_)  # raises now for a trace without prompt ids
     return PromptSuite(world=lambda s: PromptReplay(steps_, s), name=kw.pop("name", "replay"),
                        steps=steps, seeds=seeds, **kw)  # fmt: skip
-
-
-__all__ = ["HETERO", "POLICIES", "VARIANT_BLOCKS", "Arm", "PromptReplay", "PromptSuite", "PromptWorld",
-           "PromptWorldConfig", "build", "hetero_suite", "markdown_table", "paired_ratio", "replay_suite",
-           "run", "run_policy", "run_seed", "summarize", "write"]  # fmt: skip

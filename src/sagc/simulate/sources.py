@@ -1,14 +1,8 @@
 """Where the simulated completion lengths come from: a parametric model or a recorded trace.
 
-Both sources produce a *pool*: for every step t and prompt p, ``W`` rollout lengths
-(``W`` = the largest G any simulated sizing can choose). A sizing that picks G at step t
-uses the first G of each prompt's W. All sizings of a run therefore see the *same* draws
-(common random numbers): G=4 sees a subset of what G=16 sees, so differences between
-sizings are differences of policy, not of luck.
-
-A pool block is either a float array ``(steps, prompts, W)`` or, when the number of
-prompts varies between steps (a replayed DAPO run with dynamic sampling), a list of
-``(prompts_t, W)`` arrays.
+Every source yields a pool of ``W`` rollout lengths per step and prompt, and a sizing that
+picks G uses the first G, so all sizings see the same draws (common random numbers). The
+pool's definition: docs/controller.md ("The simulator's models").
 """
 
 from __future__ import annotations
@@ -24,23 +18,17 @@ from sagc.trace import TraceStep, read_trace
 
 Block = np.ndarray | list
 
-#: Steps per generated block. Part of the pool's definition (each block has its own
-#: seeded streams), so it must not change: the same (seed, step) always gives the same
-#: lengths, whatever the number of steps simulated or the block a step falls in.
+#: Steps per generated block: part of the pool's definition (each block has its own seeded
+#: streams), so it must not change.
 BLOCK_STEPS = 1024
 
-# Stream ids inside a block: column j of the pool uses stream j; the prompt scales use
-# a stream id no column reaches.
+#: The prompt scales' stream id in a block (column j uses stream j).
 _PROMPT_STREAM = 1 << 20
 
 
 class ParametricLengths:
-    """Lengths from ``ParametricLengthConfig`` (see its docstring for the model).
-
-    Column j of the pool is drawn from its own stream ``SeedSequence([seed, block, j])``,
-    so a pool of width 16 starts with exactly the pool of width 8: results at G <= 8 do
-    not depend on whether G = 16 was simulated alongside.
-    """
+    """Lengths from ``ParametricLengthConfig``; column j of a block is drawn from its own
+    stream ``SeedSequence([seed, block, j])``, so a pool of width 16 starts with the pool of 8."""
 
     def __init__(self, cfg: ParametricLengthConfig, total_steps: int, prompts: int, seed: int) -> None:
         if total_steps < 1 or prompts < 1:
@@ -91,9 +79,7 @@ class ParametricLengths:
             np.multiply(z, cfg.sigma, out=col)
             col += log_scale
             np.exp(col, out=col)
-            # Only the few tail rollouts need the Pareto quantile. It reuses the uniform
-            # that picked the tail: v = u / q ~ U(0, 1) given u < q, so each rollout costs
-            # one normal and one uniform.
+            # The Pareto quantile reuses the uniform that picked the tail: u / q ~ U(0, 1) given u < q.
             in_tail = u < q
             if in_tail.any():
                 v = np.minimum(u[in_tail].astype(float) / q[in_tail], 1.0 - 1e-12)
@@ -105,12 +91,8 @@ class ParametricLengths:
 
 
 class RealRunLengths(ParametricLengths):
-    """Lengths from ``RealRunLengthConfig``: a stationary three-component log-normal
-    mixture with the tail of a real DAPO run (see the config's docstring).
-
-    Streams as ``ParametricLengths``' (one per block and column, one for the prompt
-    scales), so a pool of width 16 starts with exactly the pool of width 8.
-    """
+    """Lengths from ``RealRunLengthConfig`` (a three-component log-normal mixture), on
+    ``ParametricLengths``' streams."""
 
     cfg: RealRunLengthConfig
 
@@ -136,22 +118,9 @@ class RealRunLengths(ParametricLengths):
 
 
 class ReplayLengths:
-    """Lengths replayed from a recorded trace, resampled to any G (the definition).
-
-    For simulated step t (recorded step ``t mod n`` with ``cycle``) and each recorded
-    prompt group of ``n_i`` lengths, the pool row of width W is:
-
-    1. the recorded group in a random order (a seeded permutation), then
-    2. ``W - n_i`` extra lengths drawn uniformly *with replacement* from the prompt's own
-       group (``upsample: group``) or from all the step's lengths (``upsample: step``).
-
-    A controller choosing G takes the first G: ``G < n_i`` is a uniform subsample without
-    replacement; ``G == n_i`` is exactly the recorded group (order does not change max,
-    median or sum, so a fixed controller at the recorded G reproduces the recorded
-    straggler flags exactly); ``G > n_i`` bootstraps the missing rollouts. The number of
-    prompts per step is the recorded one. One ``Generator(seed)`` makes all draws in step
-    order, so the pool is fixed by (trace, seed, W) whatever controller consumes it.
-    """
+    """Lengths replayed from a recorded trace: each recorded group in a seeded order, then
+    bootstrapped to width W from the group or the step (docs/controller.md, "Replay"). At the
+    recorded G a fixed controller reproduces the recorded straggler flags exactly."""
 
     def __init__(self, trace: Sequence[TraceStep] | str | Path, cfg: ReplayConfig | None = None, seed: int = 0) -> None:
         self.trace = read_trace(trace) if isinstance(trace, (str, Path)) else list(trace)
@@ -209,9 +178,4 @@ class CachedSource:
                 f"this cached pool holds {self.steps} steps x width {self.width}; asked for {steps} x {width}"
             )
         for start, block in self._blocks:
-            if width == self.width:
-                yield start, block
-            elif isinstance(block, np.ndarray):
-                yield start, block[:, :, :width]
-            else:
-                yield start, [b[:, :width] for b in block]
+            yield start, block[:, :, :width] if isinstance(block, np.ndarray) else [b[:, :width] for b in block]

@@ -43,16 +43,20 @@ SUITE_POLICIES = ("sagc",) + RULES
 ORACLE = "oracle-mix"
 
 
-def base_sagc(config: str | Path = GRID_CONFIG) -> dict[str, Any]:
-    """The controller's base settings: ``BASE_KEYS`` of the ``sagc`` block of ``config``."""
+def _read_config(config: str | Path, whose: str) -> tuple[Path, dict[str, Any]]:
+    """A pipeline config's path and mapping; ``whose`` settings it holds, for the error."""
     import yaml
 
     path = Path(config)
     if not path.is_file():
-        raise ValueError(
-            f"the suite's controller settings come from a pipeline config; {path} does not exist (pass --grid-config)"
-        )
-    block = (yaml.safe_load(path.read_text()) or {}).get("sagc") or {}
+        raise ValueError(f"{whose} settings come from a pipeline config; {path} does not exist")
+    return path, yaml.safe_load(path.read_text()) or {}
+
+
+def base_sagc(config: str | Path = GRID_CONFIG) -> dict[str, Any]:
+    """The controller's base settings: ``BASE_KEYS`` of the ``sagc`` block of ``config``."""
+    path, data = _read_config(config, "the suite's controller")
+    block = data.get("sagc") or {}
     missing = [k for k in BASE_KEYS if k not in block]
     if missing:
         raise ValueError(f"{path}: the sagc block lacks {missing}")
@@ -62,12 +66,7 @@ def base_sagc(config: str | Path = GRID_CONFIG) -> dict[str, Any]:
 def rule_blocks(config: str | Path = RULES_CONFIG) -> dict[str, dict[str, Any]]:
     """The rules' own blocks (``aimd``, ``threshold``) in the overlay ``config``; they take
     candidates, tau and delta from the ``sagc`` block, as a grid cell does."""
-    import yaml
-
-    path = Path(config)
-    if not path.is_file():
-        raise ValueError(f"the rules' settings come from a pipeline config; {path} does not exist")
-    data = yaml.safe_load(path.read_text()) or {}
+    _, data = _read_config(config, "the rules'")
     return {p: dict(data.get(p) or {}) for p in RULES}
 
 
@@ -159,15 +158,16 @@ class SuiteConfig:
         return make_group_sizer(name, self.block(name, base.to_dict()))
 
     @property
-    def candidates(self) -> tuple[int, ...]:
-        return SAGCConfig.from_dict(dict(self.sagc)).sorted_candidates
+    def config(self) -> SAGCConfig:
+        """The checked base controller block (its delta is the suite's budget)."""
+        return SAGCConfig.from_dict(dict(self.sagc))
 
 
 def world_config(world: str, steps: int, seed: int, suite: SuiteConfig) -> SimConfig:
     """The simulator config of one world, run length and seed (sizings: fixed + variants)."""
-    fixed = tuple(f"g{g}" for g in suite.candidates)
+    fixed = tuple(f"g{g}" for g in suite.config.sorted_candidates)
     common = dict(name=world, seed=seed, steps=steps, prompts_per_step=suite.prompts,
-                  sizings=fixed + tuple(suite.variants), sagc=SAGCConfig.from_dict(dict(suite.sagc)))  # fmt: skip
+                  sizings=fixed + tuple(suite.variants), sagc=suite.config)  # fmt: skip
     if world.startswith("replay:"):
         trace = world[len("replay:") :]
         return SimConfig(source="replay", lengths=ReplayConfig(trace=trace, cycle=True), **common)
@@ -230,7 +230,7 @@ def cost_metrics(r: SizingResult, ref: SizingResult, ceiling: SizingResult) -> d
 def run_world(world: str, steps: int, suite: SuiteConfig) -> list[dict[str, Any]]:
     """One row per (seed, sizing): the metrics of every controller and fixed size, and of
     the oracle static mix (``ORACLE``)."""
-    delta = SAGCConfig.from_dict(dict(suite.sagc)).delta
+    delta = suite.config.delta
     rows = []
     for seed in range(suite.seeds):
         cfg = world_config(world, steps, seed, suite)
@@ -333,52 +333,53 @@ _COSTS = (("straggler_rate", "rate", 2), ("utility", "utility (mean log2 G)", 2)
           ("cost_ratio_share", "share of ceiling's cost saving", 2))  # fmt: skip
 
 
-def _cell(r: dict[str, Any], key: str, digits: int) -> str:
+def table_cell(r: dict[str, Any], key: str, digits: int) -> str:
+    """``mean ± 95% half-width`` of a summary row's metric (the mean alone without an interval)."""
     ci = r.get(f"{key}_ci95", math.nan)
     return f"{r[key]:.{digits}f} ± {ci:.{digits}f}" if math.isfinite(ci) else f"{r[key]:.{digits}f}"
 
 
-def cost_table(summary: list[dict[str, Any]], delta: float) -> str:
-    """The costs of every sizing and of the oracle static mix, one table per run length."""
-    parts = []
-    for steps in sorted({r["steps"] for r in summary}):
-        rows = [r for r in summary if r["steps"] == steps and "decode_ratio_share" in r]
-        head = ["world", "sizing"] + [label for _, label, _ in _COSTS]
-        lines = [f"**{steps} steps: costs** ({rows[0]['seeds']} seeds, delta = {delta}; ratios to the largest "
-                 f"fixed G on the same pools; ceiling = the smallest fixed G; {ORACLE} = the best static mix "
-                 "of fixed G's meeting delta in hindsight)", "",
-                 "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]  # fmt: skip
-        lines += ["| " + " | ".join([r["world"], r["sizing"]] + [_cell(r, k, d) for k, _, d in _COSTS]) + " |"
-                  for r in rows]  # fmt: skip
-        parts.append("\n".join(lines))
-    return "\n\n".join(parts) + "\n"
+def table_lines(rows: list[dict[str, Any]], columns: tuple, by: str = "sizing", cell=table_cell) -> list[str]:
+    """A Markdown table of summary rows: world, ``by``, then ``columns`` (key, label, digits)."""
+    head = ["world", by] + [label for _, label, _ in columns]
+    body = ["| " + " | ".join([r["world"], r[by]] + [cell(r, k, d) for k, _, d in columns]) + " |" for r in rows]
+    return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head), *body]
 
 
 def markdown_table(summary: list[dict[str, Any]], delta: float) -> str:
-    """The summary as Markdown: per run length, the convergence table then the cost table,
-    mean ± 95% CI half-width."""
+    """The summary as Markdown, mean ± 95% CI half-width: per run length the convergence
+    table, then per run length the cost table (with the oracle static mix)."""
+    lengths = sorted({r["steps"] for r in summary})
     parts = []
-    for steps in sorted({r["steps"] for r in summary}):
+    for steps in lengths:
         rows = [r for r in summary if r["steps"] == steps and r["sizing"] != ORACLE]
-        head = ["world", "sizing"] + [label for _, label, _ in _SHOWN]
-        lines = [f"**{steps} steps** ({rows[0]['seeds']} seeds, delta = {delta}, "
-                 f"settled = running rate within delta + {SETTLE_MARGIN} from that step on)", "",
-                 "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]  # fmt: skip
-        lines += ["| " + " | ".join([r["world"], r["sizing"]] + [_cell(r, k, d) for k, _, d in _SHOWN]) + " |"
-                  for r in rows]  # fmt: skip
-        parts.append("\n".join(lines))
-    return "\n\n".join(parts) + "\n\n" + cost_table(summary, delta)
+        title = (f"**{steps} steps** ({rows[0]['seeds']} seeds, delta = {delta}, "
+                 f"settled = running rate within delta + {SETTLE_MARGIN} from that step on)")  # fmt: skip
+        parts.append("\n".join([title, "", *table_lines(rows, _SHOWN)]))
+    for steps in lengths:
+        rows = [r for r in summary if r["steps"] == steps and "decode_ratio_share" in r]
+        title = (f"**{steps} steps: costs** ({rows[0]['seeds']} seeds, delta = {delta}; ratios to the largest "
+                 f"fixed G on the same pools; ceiling = the smallest fixed G; {ORACLE} = the best static mix "
+                 "of fixed G's meeting delta in hindsight)")  # fmt: skip
+        parts.append("\n".join([title, "", *table_lines(rows, _COSTS)]))
+    return "\n\n".join(parts) + "\n"
+
+
+def write_outputs(out_dir: str | Path, rows: list[dict[str, Any]], summary: list[dict[str, Any]], name: str,
+                  table: str) -> list[Path]:  # fmt: skip
+    """``runs.csv`` (every run), ``<name>.csv`` (the summary) and ``<name>.md`` (``table``)."""
+    import pandas as pd
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / "runs.csv", out / f"{name}.csv", out / f"{name}.md"]
+    pd.DataFrame(rows).to_csv(paths[0], index=False)
+    pd.DataFrame(summary).to_csv(paths[1], index=False)
+    paths[2].write_text(table)
+    return paths
 
 
 def write_suite(out_dir: str | Path, rows: list[dict[str, Any]], summary: list[dict[str, Any]],
                 suite: SuiteConfig) -> list[Path]:  # fmt: skip
     """``runs.csv`` (every run), ``suite.csv`` (the summary) and ``suite.md`` (the table)."""
-    import pandas as pd
-
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame(rows).to_csv(out / "runs.csv", index=False)
-    pd.DataFrame(summary).to_csv(out / "suite.csv", index=False)
-    delta = SAGCConfig.from_dict(dict(suite.sagc)).delta
-    (out / "suite.md").write_text(markdown_table(summary, delta))
-    return [out / "runs.csv", out / "suite.csv", out / "suite.md"]
+    return write_outputs(out_dir, rows, summary, "suite", markdown_table(summary, suite.config.delta))
