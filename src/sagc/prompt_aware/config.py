@@ -9,13 +9,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Annotated, Any
 
-import numpy as np
 from pydantic import Field
 
 from sagc.config_models import NonNegativeInt, Number, PositiveInt
 from sagc.controller.sagc import GroupSize, SAGCConfig
-from sagc.prompt_aware.predictor import PredictorConfig, PromptLengthPredictor, prompt_features
-from sagc.prompt_aware.schedule import DEFAULT_LONG_FRACTION, DEFAULT_QUEUE_ROUNDS, TailBatchingStream
+from sagc.prompt_aware.predictor import PredictorConfig
+from sagc.prompt_aware.schedule import DEFAULT_LONG_FRACTION, DEFAULT_QUEUE_ROUNDS
 from sagc.settings import check
 
 _SAGC_KEYS = tuple(f.name for f in fields(SAGCConfig))
@@ -77,17 +76,3 @@ class PromptSAGCConfig:
     @property
     def sorted_candidates(self) -> tuple[int, ...]:
         return (self.group_size,) if self.group_size is not None else self.sagc.sorted_candidates
-
-    # -- what the sagc-prompt sizers build from it (their prompt_stream) -------------------
-
-    def features(self, token_ids: list) -> np.ndarray:
-        """The predictor's feature rows of prompts given as token ids (``prompt_features``)."""
-        return prompt_features(token_ids, self.hash_dim, self.edge_tokens)
-
-    def schedule(self, n: int, seed: int, shuffle: bool = True, features: np.ndarray | None = None):
-        """The tail-batching stream over ``n`` prompts; ``features`` (one row per prompt,
-        e.g. ``features(token_ids)``) inform the predictor (none: an intercept only)."""
-        predictor = PromptLengthPredictor(n, features, self.predictor)
-        return TailBatchingStream(
-            n, seed, shuffle, predictor=predictor, long_fraction=self.long_fraction, queue_rounds=self.queue_rounds
-        )

@@ -7,20 +7,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
 from sagc.controller.sagc import FixedGroupSize, GroupSizer, SAGCConfig, SAGCController, StepRecord
 from sagc.prompt_aware.config import PromptSAGCConfig
+from sagc.prompt_aware.predictor import PromptLengthPredictor, prompt_features
 from sagc.prompt_aware.schedule import TailBatchingStream
 from sagc.prompts import PromptStream
 
 STATE_VERSION = 1
-
-
-class RoundSchedule(Protocol):
-    def next_round_long(self) -> bool: ...
 
 
 def tail_batching(
@@ -31,10 +28,12 @@ def tail_batching(
 ) -> TailBatchingStream:
     """The tail-batching stream of a ``sagc_prompt`` block over ``base``'s prompts and seed;
     the predictor's features are ``features`` if given, else those of ``token_ids`` (the
-    token ids, or a function returning them)."""
+    token ids, or a function returning them), else an intercept only."""
     if features is None and token_ids is not None:
-        features = config.features(token_ids() if callable(token_ids) else token_ids)
-    return config.schedule(base.n, base.seed, base.shuffle, features=features)
+        ids = token_ids() if callable(token_ids) else token_ids
+        features = prompt_features(ids, config.hash_dim, config.edge_tokens)
+    predictor = PromptLengthPredictor(base.n, features, config.predictor)
+    return TailBatchingStream(base.n, base.seed, base.shuffle, predictor, config.long_fraction, config.queue_rounds)
 
 
 class PromptAwareSAGC(GroupSizer):
@@ -45,7 +44,7 @@ class PromptAwareSAGC(GroupSizer):
     def __init__(
         self,
         config: SAGCConfig | None = None,
-        schedule: RoundSchedule | None = None,
+        schedule: TailBatchingStream | None = None,
         tail: PromptSAGCConfig | None = None,
     ) -> None:
         self.config = config if config is not None else SAGCConfig()

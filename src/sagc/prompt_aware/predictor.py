@@ -54,13 +54,9 @@ class PredictorConfig:
 
 
 def prompt_features(token_ids: Sequence[Sequence[int]], hash_dim: int = 0, edge: int = 2) -> np.ndarray:
-    """Feature rows of prompts given as token ids: ``[1, log(tokens), hashed edge tokens]``.
-
-    With ``hash_dim > 0`` the first and last ``edge`` tokens, each with its position from its
-    edge, are hashed (crc32, stable across processes) into ``hash_dim`` indicator columns. A
-    problem statement often names its subject at the start and its question at the end
-    (``... find h``): a bag of words would mix the two, a position at the edge does not.
-    """
+    """Feature rows of prompts given as token ids: ``[1, log(tokens), hashed edge tokens]``, the
+    first and last ``edge`` tokens with their positions hashed by crc32 (stable across
+    processes) into ``hash_dim`` columns (why: docs/prompt-aware.md, "The predictor")."""
     if isinstance(hash_dim, bool) or not isinstance(hash_dim, int) or hash_dim < 0:
         raise ValueError(f"sagc_prompt.hash_dim must be an integer >= 0, got {hash_dim!r}")
     if isinstance(edge, bool) or not isinstance(edge, int) or edge < 0:
@@ -126,13 +122,13 @@ class PromptLengthPredictor:
         if g > 1:
             self.within[0] += float(((y - m) ** 2).sum())
             self.within[1] += g - 1
-        resid = m - float(self.x[i] @ self.coef())
+        x = self.x[i]
+        resid = m - float(x @ self.coef())
         self.between[0] += resid**2 - self.within_var() / g
         self.between[1] += 1
-        x = self.x[i]
         ax = self.A_inv @ x
         self.A_inv -= np.outer(ax, ax) / (1.0 + float(x @ ax))
-        self.b += self.x[i] * m
+        self.b += x * m
         self._coef = None
         decay = self.config.history_decay
         self.count[i] = decay * self.count[i] + g

@@ -55,9 +55,8 @@ class TailBatchingStream(PromptStream):
 
     # -- which prompts are long ------------------------------------------------------------
 
-    def long_mask(self, risk: np.ndarray | None = None) -> np.ndarray:
+    def long_mask(self, risk: np.ndarray) -> np.ndarray:
         """Prompts predicted long now: risk strictly above the (1 - long_fraction) quantile."""
-        risk = self.predictor.risk() if risk is None else risk
         return risk > np.quantile(risk, 1.0 - self.long_fraction)
 
     @property

@@ -1,13 +1,7 @@
-"""Straggler simulator: what-ifs for group sizing on a laptop.
-
-A synchronous-RL step-time model driven by completion lengths, either drawn from a
-parametric model (``ParametricLengths``; ``RealRunLengths``: the tail of a real DAPO run) or
-replayed from a trainer's ``lengths.jsonl`` (``ReplayLengths``), running any ``GroupSizer``
-(fixed G, SAGC, its variants, the rules) over thousands of steps. Entry points:
-``simulate(SimConfig)``, ``summary_table``, ``run_sweep``, ``calibrate``,
-``sagc.simulate.suite`` (controller variants over a suite of length worlds),
-``sagc.simulate.prompt_world`` (tail batching and ``sagc-prompt`` where prompts have their
-own lengths), and the CLI ``python -m sagc.simulate run|calibrate|suite|prompt``.
+"""Straggler simulator: what-ifs for group sizing on a laptop. A synchronous-RL step-time
+model runs any ``GroupSizer`` over thousands of steps of parametric or replayed lengths.
+Entry points: ``simulate(SimConfig)``, ``summary_table`` and the CLI ``python -m
+sagc.simulate run|calibrate|suite|prompt`` (docs/controller.md, "The simulator study").
 """
 
 from sagc.simulate.config import (

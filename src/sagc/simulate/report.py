@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from sagc.controller import fixed_group_size
+from sagc.simulate.sweep import reference_column
 
 TABLE_FILES = ("summary.csv", "summary.json", "sweep.csv")
 FIGURE_FILES = ("sim_sizing.png", "sim_sizing.pdf", "sim_sweep.png", "sim_sweep.pdf")
@@ -68,14 +69,13 @@ def write_figures(out_dir: str | Path, rows: list[dict], sweep_rows: list[dict],
     plt.close(fig)
 
     sw = pd.DataFrame(sweep_rows)
-    ref = [c for c in sw.columns if c.startswith("speedup_vs_g")]
-    ref = max(ref, key=lambda c: fixed_group_size(c.removeprefix("speedup_vs_"))) if ref else None
+    ref = reference_column(sw.columns)
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
-    panels = [("straggler_rate", "SAGC straggler rate", ".2f")]
-    if ref:
-        panels.insert(0, (ref, f"SAGC speed-up vs fixed {ref.rsplit('_', 1)[1].upper()}", ".2f"))
-    else:
-        panels.insert(0, ("total_hours", "SAGC training time (h)", ".1f"))
+    first = (ref, f"SAGC speed-up vs fixed {ref.rsplit('_', 1)[1].upper()}", ".2f") if ref else None
+    panels = [
+        first or ("total_hours", "SAGC training time (h)", ".1f"),
+        ("straggler_rate", "SAGC straggler rate", ".2f"),
+    ]
     for ax, (col, label, fmt) in zip(axes, panels):
         grid = sw.pivot(index="tau", columns="delta", values=col).sort_index(ascending=False)
         sns.heatmap(grid, annot=True, fmt=fmt, cmap="viridis", ax=ax, cbar=False)

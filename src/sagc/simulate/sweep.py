@@ -48,6 +48,12 @@ def run_sweep(cfg: SimConfig, sweep: SweepConfig | None = None) -> list[dict[str
     return rows
 
 
+def reference_column(columns) -> str | None:
+    """The ``speedup_vs_g<N>`` column of the largest fixed G (``None`` without one)."""
+    keys = [k for k in columns if k.startswith("speedup_vs_g")]
+    return max(keys, key=lambda k: fixed_group_size(k.removeprefix("speedup_vs_"))) if keys else None
+
+
 def best_settings(rows: list[dict[str, Any]], reference: str | None = None) -> dict[str, Any]:
     """Two readings of the sweep, since time alone always favours the smallest G:
 
@@ -59,9 +65,8 @@ def best_settings(rows: list[dict[str, Any]], reference: str | None = None) -> d
     """
     if not rows:
         raise ValueError("best_settings: the sweep is empty")
-    keys = [k for k in rows[0] if k.startswith("speedup_vs_g")]
-    if reference is None and keys:
-        reference = max(keys, key=lambda k: fixed_group_size(k.removeprefix("speedup_vs_")))
+    if reference is None:
+        reference = reference_column(rows[0])
     fastest = max(rows, key=lambda r: r[reference]) if reference else min(rows, key=lambda r: r["total_hours"])
     within = [r for r in rows if r["budget_met"]]
     best = max(within, key=lambda r: (r["mean_log2_group_size"], -r["total_hours"])) if within else None
