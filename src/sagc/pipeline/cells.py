@@ -1,6 +1,6 @@
-"""What each job of the workflow is told: the trainer's cell config, the evaluation's
-cell config, the aggregation's grid description. Pure functions of the (checked) pipeline
-config, so Snakemake's params trigger reruns exactly the cells whose inputs changed."""
+"""What each job of the workflow is told (the training and evaluation cells, the aggregation's
+grid): pure functions of the checked config, so Snakemake's params rerun exactly the cells
+whose inputs changed."""
 
 from __future__ import annotations
 
@@ -19,20 +19,15 @@ from sagc.pipeline.world import world_of
 from sagc.train.config import DeviceSection, TrainConfig
 
 
-def train_data_path(grid: Grid) -> str:
-    return f"{grid.data_dir}/train.jsonl"
-
-
 def sizing_section(config: PipelineConfig, sizing: str) -> dict[str, Any]:
-    """A cell's ``sizing`` section: its name and the block its policy reads, variant applied
-    (``sagc.controller.registry``; a fixed ``g<N>`` gets only the measurement keys)."""
+    """A cell's ``sizing`` section: its name and its policy's block, variant applied (a fixed
+    ``g<N>`` gets only the measurement keys)."""
     parsed = parse_sizing(sizing)
     return {"name": sizing, parsed.block: parsed.cell_block(config.policy_blocks())}
 
 
 def straggler_tau(config: PipelineConfig) -> float:
-    """The straggler threshold of every cell, fixed or not: the ``sagc`` block's tau, or
-    ``SAGCConfig``'s default (the one place it is stated)."""
+    """The straggler threshold of every cell: the ``sagc`` block's tau, or ``SAGCConfig``'s default."""
     return measurement(config.policy_blocks()).tau
 
 
@@ -46,12 +41,9 @@ def measure_prompts(config: PipelineConfig) -> int:
 
 
 def train_cell_config(config: PipelineConfig, grid: Grid, cell: Cell) -> dict[str, Any]:
-    """One training cell's ``cell.json``: its settings as the config states them (an unstated
-    key keeps the trainer's default, so adding a trainer key changes no cell), resolved once
-    (``sagc.train.resolve``: the algorithm preset and the step layout, in ``resolved``), with
-    the capacity plan's numbers: ``gradient_accumulation_steps: auto`` replaced by what fits
-    the config's card, and the memory plan (``sagc.pipeline.memory``). ``ValueError`` names
-    what is wrong."""
+    """One training cell's ``cell.json``: its settings as the config states them, resolved
+    (``sagc.train.resolve``) with ``gradient_accumulation_steps: auto`` replaced by what fits
+    the card and the memory plan (docs/architecture.md). ``ValueError`` names what is wrong."""
     settings = cell_settings(config, grid, cell)
     if settings["train"].get("gradient_accumulation_steps") == "auto":
         settings["train"].update(auto_accumulation(config, cell.model, settings))
@@ -63,9 +55,7 @@ def train_cell_config(config: PipelineConfig, grid: Grid, cell: Cell) -> dict[st
 @per_config
 def resolved_cells(config: PipelineConfig) -> dict[Cell, tuple[dict[str, Any], TrainConfig] | ValueError]:
     """Every training cell of a checked config as ``(cell.json, TrainConfig)``, or the
-    ``ValueError`` that refuses it. Memoised on the config's content: each cell is resolved
-    once per parse, and the config check, the disk check, the dry run's lines and the train
-    rule's params all read this."""
+    ``ValueError`` that refuses it; memoised, so each cell is resolved once per parse."""
     grid = Grid.from_config(config)
     cells: dict[Cell, tuple[dict[str, Any], TrainConfig] | ValueError] = {}
     for cell in grid.cells():
@@ -110,7 +100,7 @@ def cell_settings(config: PipelineConfig, grid: Grid, cell: Cell) -> dict[str, A
             "tokenizer": None,
             "trust_remote_code": spec.trust_remote_code,
         },
-        "data": {"train": train_data_path(grid)},
+        "data": {"train": f"{grid.data_dir}/train.jsonl"},
         "rewards": config.stated("rewards"),
         "train": train,
         "algorithm": {"name": cell.algorithm, **config.algorithm_overrides_of(cell.algorithm)},
@@ -133,13 +123,9 @@ def cell_settings(config: PipelineConfig, grid: Grid, cell: Cell) -> dict[str, A
 def eval_cell_config(
     config: PipelineConfig, grid: Grid, target: Cell | str, threads: int | None = None
 ) -> dict[str, Any]:
-    """The resolved config of one evaluation job, in ``sagc.evaluate``'s cell format
-    (``EvalConfig``: every key of the evaluate block but ``EVAL_PIPELINE_KEYS``, defaults
-    filled in, plus the job's model, data, output folder and cell id). ``target`` is a
-    trained cell, or a model name for its base model: the tiny world's folder, or for the
-    hub world the record ``resolve_hub_model`` writes (its ``path`` is the local snapshot
-    folder; the evaluation needs a folder, not a hub id). ``threads``: the job's, when
-    Snakemake gives it other threads than ``evaluate.threads``."""
+    """One evaluation job's ``EvalConfig`` (the evaluate block but ``EVAL_PIPELINE_KEYS``, plus
+    the job's model, data, output folder and cell id). ``target``: a trained cell, or a model
+    name for its base model; ``threads``: the job's, when not ``evaluate.threads``."""
     settings = {k: v for k, v in eval_settings(config).items() if k not in EVAL_PIPELINE_KEYS}
     if threads is not None:
         settings["threads"] = threads
@@ -193,8 +179,7 @@ def aggregate_grid(config: PipelineConfig, grid: Grid) -> dict[str, Any]:
 
 
 def sizing_budget(config: PipelineConfig, sizing: str) -> float | None:
-    """The straggler budget delta a controller sizing keeps (its variant applied); None
-    for a fixed G or a policy without one."""
+    """The straggler budget delta of a controller sizing (variant applied); None without one."""
     parsed = parse_sizing(sizing)
     if parsed.is_fixed:
         return None
@@ -202,17 +187,13 @@ def sizing_budget(config: PipelineConfig, sizing: str) -> float | None:
 
 
 def measurement_budget(config: PipelineConfig) -> float:
-    """The ``sagc`` block's delta (or ``SAGCConfig``'s default): the budget that picks the
-    best static G from the base model's straggler rates."""
+    """The ``sagc`` block's delta: the budget that picks the best static G."""
     return SAGCConfig.from_dict(config.policy_blocks().get("sagc") or {}).delta
 
 
 def cli_flags(params: dict[str, Any]) -> str:
-    """``{"n_train": 100, "fast": True}`` -> ``--fast --n-train 100`` for the world CLIs.
-
-    Sorted by key: the string is a rule param, and Snakemake reruns a job whose params
-    changed, so reordering keys in a YAML file must not count as a change. Every value is
-    shell-quoted (a path may hold a space); plain values stay as they are."""
+    """``{"n_train": 100, "fast": True}`` -> ``--fast --n-train 100``, shell-quoted, sorted by
+    key: a rule param, and reordering keys in a YAML file must not rerun a job."""
     parts = []
     for key, value in sorted(params.items()):
         flag = "--" + key.replace("_", "-")

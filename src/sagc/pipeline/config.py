@@ -1,11 +1,6 @@
-"""Checking a pipeline config before any job starts: the pipeline's one validation
-boundary (jobs receive already-valid cells and trust them).
-
-Two layers, both run when the Snakefile is parsed (so ``snakemake -n`` already fails): the
-typed model (``sagc.pipeline.schema.pipeline_model``), then the checks that need the
-registry, the task files or the grid, named by key or cell id; in between, the model's
-defaults are filled in (``fill_defaults``). What each layer checks: docs/architecture.md
-("Validation happens at two boundaries").
+"""Checking a pipeline config when the Snakefile is parsed, before any job: the typed model,
+its defaults filled in, then the checks that need the registry, the task files or the grid.
+What each layer checks: docs/architecture.md ("Validation happens at two boundaries").
 """
 
 from __future__ import annotations
@@ -42,8 +37,8 @@ class ConfigError(ValueError):
 
 
 def check_types(config: dict[str, Any], source: str) -> None:
-    """Types, ranges, unknown keys and the checks within a block, against the pipeline's typed
-    model (``sagc.pipeline.schema.pipeline_model``); one line per problem, naming the key."""
+    """Types, ranges, unknown keys and the checks within a block, against the typed model; one
+    line per problem, naming the key."""
     model = pipeline_model()
     try:
         # as JSON, as a config file states it: a list is a valid tuple, "3" is no integer
@@ -55,8 +50,7 @@ def check_types(config: dict[str, Any], source: str) -> None:
 
 
 def check_semantics(config: PipelineConfig, source: str) -> None:
-    """The checks that need the registry, the task files or the grid; assumes the typed
-    check passed and the defaults are filled in."""
+    """The checks that need the registry, the task files or the grid (after ``check_types``)."""
     problems = world_of(config).problems(config)
     problems += _evaluate_problems(config)
     problems += _sizing_problems(config.sizings, config.policy_blocks())
@@ -66,8 +60,8 @@ def check_semantics(config: PipelineConfig, source: str) -> None:
 
 
 def _evaluate_problems(config: PipelineConfig) -> list[str]:
-    """The evaluated tasks are packaged tasks of the config's world (their YAMLs' metadata,
-    ``sagc.evaluate.taskcfg``), and a per-task ``evaluate.repeats`` names only those."""
+    """The evaluated tasks are packaged tasks of the config's world, and a per-task
+    ``evaluate.repeats`` names only those."""
     try:
         metas = task_metas()
     except ValueError as err:  # a task YAML without the metadata the pipeline reads
@@ -92,9 +86,8 @@ def _evaluate_problems(config: PipelineConfig) -> list[str]:
 
 
 def _sizing_problems(sizings: list[str], blocks: dict[str, Any]) -> list[str]:
-    """Each policy's block and every one of its variants in ``blocks`` (used by a sizing or
-    not: a typo in an unused one is still a typo), and each sizing against the variants it
-    needs."""
+    """Each sizing against the variants it needs, and each policy's block and every variant
+    in ``blocks``, used or not (a typo in an unused one is still a typo)."""
     problems = []
     used = set()
     for sizing in sizings:
@@ -122,11 +115,8 @@ def _sizing_problems(sizings: list[str], blocks: dict[str, Any]) -> list[str]:
 
 
 def load_config(*paths: str | Path) -> PipelineConfig:
-    """Read and check a config (what the Snakefile does, for tests/CLIs).
-
-    Several files are layered as ``snakemake --configfile a.yaml b.yaml`` layers them: each
-    later file updates the earlier ones key by key, recursively into mappings (an overlay
-    such as ``configs/prompt.yaml`` states only what it changes in ``configs/default.yaml``)."""
+    """Read and check a config, as the Snakefile does; several files are layered as
+    ``snakemake --configfile a.yaml b.yaml`` layers them (recursively into mappings)."""
     from snakemake.utils import update_config
 
     if not paths:
@@ -141,10 +131,9 @@ def load_config(*paths: str | Path) -> PipelineConfig:
 
 
 def fill_defaults(config: dict[str, Any], model: type[BaseModel] | None = None, filled=None) -> None:
-    """Fill in, in place, the defaults the typed model declares, into a config that passed it:
-    a key with a non-null default or marked ``FILL_NULL``, or, in a block of ``FILLED``,
-    exactly the listed keys; every other key stays absent and its consumer's default
-    applies (so a cell's params state only what the config does)."""
+    """Fill in, in place, the typed model's defaults: a key with a non-null default or marked
+    ``FILL_NULL``, or in a block of ``FILLED`` exactly the listed keys; every other key stays
+    absent and its consumer's default applies."""
     top = model is None
     model = pipeline_model() if top else model
     fields = model.model_fields
@@ -174,8 +163,7 @@ def _fills_null(info: FieldInfo) -> bool:
 def prepare(config: dict[str, Any], source: str) -> PipelineConfig:
     """The one typed config every helper reads, from a config as loaded (``source`` names its
     files in every error): checked, its defaults filled in (in ``config`` too), its cells
-    resolved. A key the config leaves out and ``fill_defaults`` does not fill stays unset
-    (``PipelineConfig.stated``), so a cell states only what the config does."""
+    resolved."""
     check_types(config, source)
     fill_defaults(config)
     typed = pipeline_model().model_validate_json(json.dumps(config))
@@ -186,18 +174,15 @@ def prepare(config: dict[str, Any], source: str) -> PipelineConfig:
 
 
 def check_vllm(config: PipelineConfig, source: str) -> None:
-    """A config that uses vLLM is refused before any job when the installed vLLM is outside
-    TRL's supported window (no-op where vLLM is not installed: dry runs on a laptop)."""
+    """Refuse a config that uses vLLM when the installed vLLM is outside TRL's supported window
+    (no-op where vLLM is not installed)."""
     if config.device.use_vllm or config.evaluate.backend == "vllm":
         check_installed_vllm(f"{source} uses vLLM")
 
 
 def check_cells(config: PipelineConfig, source: str) -> None:
-    """Every training cell resolves (``sagc.pipeline.cells.resolved_cells``: the trainer's own
-    validation of the algorithm overrides, rewards and device keys the schema passes through,
-    the step layout, the memory plan on the config's card); a KV cache too small for a
-    step at G_max is warned about. vLLM's presence is checked by the job itself, so a GPU
-    config still dry-runs on a laptop."""
+    """Every training cell resolves (the trainer's own validation, the step layout, the memory
+    plan); a KV cache too small for a step at G_max is warned about."""
     problems, shortfalls = {}, {}
     for cell, entry in resolved_cells(config).items():
         if isinstance(entry, ValueError):

@@ -1,9 +1,8 @@
-"""What a grid's training cells need on disk: checked when the workflow loads (a dry run
-prints it too), before any job. A cell's checkpoints, kept and peak, are sized from the
-model's parameter count so that a grid that would fill the disk is known before it starts.
+"""What a grid's training cells need on disk (checkpoints, kept and at the peak, from the
+model's parameter count), checked when the workflow loads, before any job.
 
-What a cell writes, the checkpoint peak, where parameter counts come from: docs/cluster.md,
-"Disk plan of a training cell".
+What a cell writes and where parameter counts come from: docs/cluster.md, "Disk plan of a
+training cell".
 """
 
 from __future__ import annotations
@@ -25,11 +24,9 @@ from sagc.tiny.defaults import DEFAULT_VOCAB_SIZE
 
 #: Bytes per parameter of the weights, by the dtype the policy is loaded in.
 WEIGHT_BYTES = {"float32": 4, "bfloat16": 2}
-#: Bytes per parameter of the optimizer state, by the weights' dtype: torch's AdamW keeps two
-#: moments in the weights' dtype (fp32); CompensatedAdamW (bf16 weights) two fp32 moments and a
-#: compensation buffer in the weights' dtype.
+#: Bytes per parameter of the optimizer state: two fp32 moments (AdamW), and with bf16 weights
+#: CompensatedAdamW's compensation buffer.
 OPTIMIZER_BYTES = {"float32": 8, "bfloat16": 8 + 2}
-#: Where a cell's offline W&B runs lie, under its folder: the cell's ``WANDB_DIR``
 #: The strategies whose checkpoints are the Trainer's own files (sharded or not, same bytes).
 MODELLED_STRATEGIES = ("ddp", "fsdp2")
 
@@ -95,12 +92,9 @@ def human(n: float) -> str:
 
 @dataclass(frozen=True)
 class DiskReport:
-    """The grid's disk need against the free space where its results go (all bytes).
-
-    ``cells``: (cell id, its need); ``finished``: ids of cells with ``done.json`` (written,
-    they need no more); ``written``: bytes an unfinished cell already holds under
-    ``checkpoints/`` and ``final/`` (an interrupted run's); ``free``: free bytes of
-    ``free_at``, the nearest existing folder at or above ``root``."""
+    """The grid's disk need against the free space where its results go (all bytes):
+    ``finished`` cells (``done.json``) need no more, ``written`` is what an unfinished cell
+    already holds, ``free`` the free bytes of ``free_at`` (nearest existing folder of ``root``)."""
 
     root: str
     cells: tuple[tuple[str, CellDisk], ...]
@@ -141,7 +135,7 @@ class DiskReport:
         return self.free is not None and self.remaining > self.free
 
     def line(self) -> str:
-        """One line for the workflow's start (see the module docstring for the terms)."""
+        """One line for the workflow's start."""
         groups: dict[CellDisk, int] = {}
         for _, d in self.cells:
             groups[d] = groups.get(d, 0) + 1
@@ -182,16 +176,7 @@ class DiskReport:
 
 
 def free_space(path: str | os.PathLike) -> int:
-    """Free bytes of the filesystem that holds ``path`` (an existing path)."""
     return shutil.disk_usage(path).free
-
-
-def nearest_existing(path: str | os.PathLike) -> Path:
-    """``path`` or its nearest existing parent (the results folder may not exist yet)."""
-    p = Path(path).absolute()
-    while not p.exists() and p != p.parent:
-        p = p.parent
-    return p
 
 
 def _bytes_under(folders: Iterable[Path]) -> int:
@@ -241,26 +226,22 @@ def plan(config: PipelineConfig, grid: Grid) -> list[tuple[Cell, CellDisk]]:
         n, why = params[cell.model]
         if cfg.launch.strategy not in MODELLED_STRATEGIES:
             n, why = None, f"strategy {cfg.launch.strategy}: DeepSpeed's checkpoint layout is not modelled"
-        out.append(
-            (
-                cell,
-                cell_disk(
-                    cell.model,
-                    n,
-                    weights_dtype=cfg.device.weights_dtype,
-                    steps=cfg.train.steps,
-                    save_steps=cfg.train.save_steps,
-                    save_total_limit=cfg.train.save_total_limit,
-                    unknown=why,
-                ),
-            )
+        need = cell_disk(
+            cell.model,
+            n,
+            weights_dtype=cfg.device.weights_dtype,
+            steps=cfg.train.steps,
+            save_steps=cfg.train.save_steps,
+            save_total_limit=cfg.train.save_total_limit,
+            unknown=why,
         )
+        out.append((cell, need))
     return out
 
 
 def report(config: PipelineConfig, grid: Grid, free_bytes: Callable[[Path], int] = free_space) -> DiskReport:
-    """The grid's ``DiskReport``, with what its cells' folders hold now and the free space of
-    the nearest existing folder at or above the results (``free_bytes`` of that folder)."""
+    """The grid's ``DiskReport``, with what its cells' folders hold now and ``free_bytes`` of
+    the nearest existing folder at or above the results (which may not exist yet)."""
     cells = plan(config, grid)
     finished, written = set(), {}
     for cell, _ in cells:
@@ -269,7 +250,9 @@ def report(config: PipelineConfig, grid: Grid, free_bytes: Callable[[Path], int]
             finished.add(cell.id)
         elif folder.is_dir():
             written[cell.id] = _bytes_under([folder / "checkpoints", folder / "final"])
-    at = nearest_existing(grid.root)
+    at = Path(grid.root).absolute()
+    while not at.exists() and at != at.parent:
+        at = at.parent
     return DiskReport(
         root=grid.root,
         cells=tuple((c.id, d) for c, d in cells),
@@ -283,8 +266,7 @@ def report(config: PipelineConfig, grid: Grid, free_bytes: Callable[[Path], int]
 def check_disk(config: PipelineConfig, grid: Grid, free_bytes: Callable[[Path], int] = free_space) -> str:
     """The summary line to print at workflow load; a ``DiskSpaceWarning`` when short."""
     rep = report(config, grid, free_bytes)
-    if rep.warning():
-        # attributed to this line: Python drops a warning attributed to a Snakefile's frame
-        # (its globals' __name__ is None)
-        warnings.warn(rep.warning(), DiskSpaceWarning, stacklevel=1)
+    if warning := rep.warning():
+        # attributed here: Python drops a warning attributed to a Snakefile's frame
+        warnings.warn(warning, DiskSpaceWarning, stacklevel=1)
     return rep.line()

@@ -12,13 +12,10 @@ CPU_ISA_ENV = {
 
 
 def configure_job_environment(basedir: str, root: str, wandb_mode: str, cpu_isa: str | None = None) -> None:
-    """Jobs never phone home: W&B writes offline run files unless the config says online,
-    and the Hugging Face libraries read the local cache only (the hub world stages it
-    first, in the one rule allowed to reach the network). Jobs import ``sagc`` from this
-    checkout, also inside conda environments, which don't install it. With ``cpu_isa``
-    (the tiny world's ``tiny.cpu_isa``) torch and MKL compute with that instruction set on
-    every machine, so floating point and the world built from it are the same bit for bit.
-    Values the user already exported win, except PYTHONPATH, which is extended."""
+    """Jobs never phone home (W&B offline unless the config says online, Hugging Face from the
+    local cache), import ``sagc`` from this checkout (also in conda environments), and with
+    ``cpu_isa`` compute with that instruction set everywhere (docs/replication.md). Values
+    already exported win, except PYTHONPATH, which is extended."""
     defaults = {
         "WANDB_MODE": wandb_mode,
         "WANDB_X_DISABLE_STATS": "true",

@@ -1,6 +1,5 @@
 """What the pipeline config's ``evaluate`` block asks for: its settings with the world's
-defaults, the benchmarks the hub world stages, and the evaluation's size. Below the cells
-and the worlds, which both read it."""
+defaults, the benchmarks the hub world stages, and the evaluation's size."""
 
 from __future__ import annotations
 
@@ -25,14 +24,12 @@ def eval_settings(config: PipelineConfig) -> dict[str, Any]:
 
 
 def staged_benchmarks(config: PipelineConfig) -> list[str]:
-    """The benchmarks the hub world stages: those the evaluated tasks read, in task order
-    (from the task YAMLs' metadata)."""
+    """The benchmarks the hub world stages: those the evaluated tasks read, in task order."""
     return task_benchmarks(list(eval_settings(config)["tasks"]))
 
 
 def evaluation_plan_line(config: PipelineConfig, grid: Grid) -> str:
-    """The dry run's line on the evaluation's size: every evaluated model (cells and base
-    models) x its tasks' problems x samples x token cap (``sagc.evaluate.taskcfg``)."""
+    """The dry run's line on the evaluation's size: evaluated models x problems x samples x cap."""
     ev = eval_settings(config)
     settings = EvalSettings.from_dict({k: v for k, v in ev.items() if k not in EVAL_PIPELINE_KEYS})
     models = len(list(grid.cells())) + (len(grid.models) if config.evaluate.base_models else 0)

@@ -1,15 +1,5 @@
-"""Cells of the grid (model x algorithm x sizing x seed) and the stable output layout.
-
-Layout (``<name>`` is the config's ``name``, so configs never overwrite each other)::
-
-    results/<name>/data/                                 task data (tiny world) / staged sets
-    results/<name>/models/<model>/base.json              where the base model is
-    results/<name>/train/<model>/<algo>/<sizing>/seed<k>/  final/, checkpoints/, wandb/, done.json
-    results/<name>/eval/<model>/<algo>/<sizing>/seed<k>/   lm-eval outputs + summary.json
-    results/<name>/eval/<model>/base/                      the base model's reference row
-    results/<name>/tables/                                 the paper's tables
-    paper_figures/<name>/                                  the paper's figures
-"""
+"""Cells of the grid (model x algorithm x sizing x seed) and the stable output layout under
+``results/<name>/`` and ``paper_figures/<name>/`` (docs/running.md, "Outputs")."""
 
 from __future__ import annotations
 
@@ -40,15 +30,14 @@ def check_name(name: object) -> str:
 
 
 def stable_seed(*parts: str) -> int:
-    """A seed from names: ``zlib.crc32`` of ``"/".join(parts)`` (never Python's salted
-    ``hash()``), so the same names give the same seed in every process and on every machine."""
+    """A seed from names, the same in every process and on every machine (``zlib.crc32``, not
+    Python's salted ``hash()``)."""
     return zlib.crc32("/".join(parts).encode()) & 0x7FFFFFFF
 
 
 def base_seed(model: str, world_seed: int, draw: int = 0) -> int:
-    """The seed of a tiny base model's initialisation and warm start: its name and the world
-    seed, and a later ``draw`` when the config asks for another base of the same settings
-    (draw 0 adds nothing, so every earlier world keeps its seed)."""
+    """The seed of a tiny base model's initialisation and warm start, from its name, the world
+    seed and ``draw`` (draw 0 adds nothing, so every earlier world keeps its seed)."""
     return stable_seed(model, "base", "base", f"seed{world_seed}", *([f"draw{draw}"] if draw else []))
 
 
@@ -67,14 +56,9 @@ class Cell:
 
     @property
     def train_seed(self) -> int:
-        """The seed the trainer and the controller get: a stable hash of model, algorithm
-        and seed index, *not* of the sizing. The cells of one seed (g4, g8, g16, sagc, ...)
-        therefore draw the same prompt stream — the same prompts at every step while P is
-        fixed — and form a paired comparison; seeds, algorithms and models differ."""
+        """The seed the trainer and the controller get: of model, algorithm and seed index, *not*
+        the sizing, so the sizings of one seed draw the same prompts (a paired comparison)."""
         return stable_seed(self.model, self.algorithm, f"seed{self.seed}")
-
-    def wildcards(self) -> dict[str, Any]:
-        return {"model": self.model, "algo": self.algorithm, "sizing": self.sizing, "seed": self.seed}
 
 
 @dataclass(frozen=True)
@@ -92,8 +76,7 @@ class Grid:
 
     @classmethod
     def from_config(cls, config: Any) -> Grid:
-        """The grid of a checked pipeline config (``sagc.pipeline.schema.PipelineConfig``), or of
-        the config mapping a job script gets from Snakemake (``workflow/scripts/train.py``)."""
+        """The grid of a checked pipeline config, or of the config mapping a job script gets."""
         if isinstance(config, Mapping):
             config = SimpleNamespace(**config)
         return cls(
@@ -111,7 +94,6 @@ class Grid:
     def __len__(self) -> int:
         return len(self.models) * len(self.algorithms) * len(self.sizings) * len(self.seeds)
 
-    # -- paths ------------------------------------------------------------------------------
     @property
     def root(self) -> str:
         return f"{RESULTS}/{self.name}"

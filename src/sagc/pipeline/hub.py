@@ -1,13 +1,8 @@
 """The paper world: real models and training prompts from the Hugging Face cache.
 
-Nothing here downloads at training time. ``stage_train_data`` converts the RL training set
-once (it needs the network, or a copy in ``HF_HOME``, or a local file); ``resolve_model``
-only checks the local cache and fails with the command that fills it.
-
-    python -m sagc.pipeline.hub train-data --dataset ORG/NAME --split train --out train.jsonl
-
-The training set and why it was chosen: docs/cluster.md (setup); how the staging rules reach
-the hub while every job runs offline: docs/architecture.md ("Shared conventions").
+``stage_train_data`` converts the RL training set once (``python -m sagc.pipeline.hub
+train-data``, with network); ``resolve_model`` only checks the local cache. The training set:
+docs/cluster.md; how staging reaches the hub: docs/architecture.md ("Shared conventions").
 """
 
 from __future__ import annotations
@@ -17,8 +12,9 @@ import json
 import sys
 from pathlib import Path
 
-# The offline switches and how the staging rules clear them (also the rules' import path).
 from sagc.evaluate.taskcfg import load_task_config
+
+# HUB_ACCESS_PREFIX and offline_switches: also imported from here by the rules and tests
 from sagc.hub_switches import HUB_ACCESS_PREFIX, hub_switched_off_reason, offline_switches
 
 DEFAULT_TRAIN_DATASET = "agentica-org/DeepScaleR-Preview-Dataset"
@@ -40,26 +36,21 @@ def render_prompt(problem: str, template: str | None = None) -> str:
 
 
 def stage_train_data(dataset: str | None, split: str, out: str | Path, source: str | None = None) -> int:
-    """Write ``out`` (JSONL: prompt, answer, problem) from a local file or a hub dataset.
-
-    ``source``: a local JSON/JSONL file with ``problem`` and ``answer`` columns (wins over
-    ``dataset``). Returns the number of rows written.
-    """
+    """Write ``out`` (JSONL: prompt, answer, problem) from ``source``, a local JSON/JSONL file
+    with ``problem`` and ``answer`` columns, or else the hub ``dataset``; the rows written."""
     import datasets
 
+    if source and not Path(source).exists():
+        raise NotStagedError(f"hub.train_source {source!r} does not exist")
+    name = dataset or DEFAULT_TRAIN_DATASET
     try:
         if source:
-            if not Path(source).exists():
-                raise NotStagedError(f"hub.train_source {source!r} does not exist")
             ds = datasets.load_dataset("json", data_files=str(source), split="train")
         else:
-            ds = datasets.load_dataset(dataset or DEFAULT_TRAIN_DATASET, split=split)
-    except NotStagedError:
-        raise
+            ds = datasets.load_dataset(name, split=split)
     except Exception as err:  # datasets raises several types when offline
         switches = offline_switches()
         why = hub_switched_off_reason(switches) if switches else f"downloading it failed ({type(err).__name__}: {err})"
-        name = dataset or DEFAULT_TRAIN_DATASET
         raise NotStagedError(
             f"training dataset {name!r} (split {split!r}) is not in the local cache, and {why}. "
             f"Stage it once with network: `{HUB_ACCESS_PREFIX} python -m sagc.pipeline.hub "
@@ -102,7 +93,7 @@ def resolve_model(hub_id: str, revision: str = "main") -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``train-data``: the staging rule's command (see the module docstring)."""
+    """``train-data``: the staging rule's command."""
     parser = argparse.ArgumentParser(prog="python -m sagc.pipeline.hub", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     train = sub.add_parser("train-data", help="convert the RL training set to the pipeline's JSONL")

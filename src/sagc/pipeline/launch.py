@@ -1,16 +1,12 @@
 """How a training cell is started: one process, or ``accelerate launch`` over the GPUs of one
-node or of several (SLURM).
-
-A cell's ``launch`` section decides the command that trains it (``command``), the train
-rule's cluster resources (``rule_resources``) and what the pipeline refuses before any job
-(``config_problems``); ``run`` starts the command and forwards the signals that make the
-trainers checkpoint and exit, so the rerun resumes.
+node or of several (SLURM); the train rule's resources and the launch checks before any job.
 
 The commands, ports, signals and exit statuses: docs/cluster.md, "How a cell is launched".
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import os
 import re
@@ -34,8 +30,7 @@ DEEPSPEED_STRATEGIES = ("zero2", "zero3")
 PORT_ENV = "SAGC_LAUNCH_PORT"
 PORT_BASE, PORT_SPAN = 20000, 10000  # below Linux's ephemeral ports (32768 and up)
 #: Seconds the elastic agent waits, after passing a signal on, for the trainers to finish
-#: their step and checkpoint (a paper step plus a checkpoint: minutes, not torch's 30 s);
-#: under SLURM the time limit's own kill comes first.
+#: their step and checkpoint (torch's default: 30 s).
 SHUTDOWN_GRACE_S = 900
 #: torch's elastic agent reads TORCH_ELASTIC_SHUTDOWN_TIMEOUT from this version on; before it
 #: the agent kills the trainers 30 s after passing a signal on, mid-step or mid-save.
@@ -45,9 +40,6 @@ STOP_KEYS = ("stop_step_s", "stop_save_s")
 TRAIN_MODULE = "sagc.train"
 #: The cell's resolved config, written into its output folder by the train job.
 CELL_FILE = "cell.json"
-
-
-# --- what a cell says ------------------------------------------------------------------------
 
 
 def cell_launch(cell: Mapping[str, Any]):
@@ -70,9 +62,6 @@ def accelerate_config(repo: str | os.PathLike, strategy: str) -> str:
         return str(path)
 
 
-# --- the command -----------------------------------------------------------------------------
-
-
 def command(
     cell: Mapping[str, Any],
     cell_file: str,
@@ -81,64 +70,36 @@ def command(
     cpus_per_node: int = 1,
     module: str = TRAIN_MODULE,
 ) -> str:
-    """The shell command that trains ``cell`` from ``cell_file`` (see the module docstring).
-    ``$SAGC_LAUNCH_PORT``, ``$SLURM_NODEID`` and ``$SLURM_JOB_NODELIST`` are expanded by the
-    shell that runs it (``job_environment`` provides them); ``cpus_per_node`` is what the job
-    has per node (the train rule's ``cpus_per_task``: one task per node)."""
+    """The shell command that trains ``cell`` from ``cell_file`` (docs/cluster.md). The shell
+    that runs it expands ``$SAGC_LAUNCH_PORT``, ``$SLURM_NODEID`` and ``$SLURM_JOB_NODELIST``
+    (``job_environment``); ``cpus_per_node``: the train rule's ``cpus_per_task``."""
     launch = cell_launch(cell)
-    target = ["-m", module, "--config", cell_file]
+    target = shlex.join(["-m", module, "--config", cell_file])
     if launch.processes == 1:
-        return shlex.join(["python", *target])
-    flags = [
-        "--config_file",
-        accelerate_config(repo, launch.strategy),
-        "--num_processes",
-        str(launch.processes),
-        "--num_machines",
-        str(launch.nodes),
-    ]
+        return f"python {target}"
+    accelerate = shlex.join(["accelerate", "launch", "--config_file", accelerate_config(repo, launch.strategy)])
+    accelerate += f" --num_processes {launch.processes} --num_machines {launch.nodes}"
     port = f"--main_process_port ${PORT_ENV}"
     if launch.nodes == 1:
-        return " ".join([shlex.join(["accelerate", "launch", *flags]), port, shlex.join(target)])
+        return f"{accelerate} {port} {target}"
     # One task per node, each an `accelerate launch` of the node's processes, its rank the
     # node's; rank 0 listens on the job's first host. --overlap: the job's own step (which
     # runs this command) holds the first node's CPUs and GPUs, and this step shares them.
-    node = " ".join(
-        [
-            "exec",
-            shlex.join(["accelerate", "launch", *flags]),
-            "--machine_rank $SLURM_NODEID",
-            '--main_process_ip "$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"',
-            port,
-            shlex.join(target),
-        ]
-    )
-    srun = [
-        "srun",
-        "--nodes",
-        str(launch.nodes),
-        "--ntasks-per-node",
-        "1",
-        "--cpus-per-task",
-        str(cpus_per_node),
-        "--overlap",
-        "--kill-on-bad-exit",
-        "1",
-    ]
-    return shlex.join([*srun, "bash", "-c", node])
+    first_host = '"$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"'
+    node = f"exec {accelerate} --machine_rank $SLURM_NODEID --main_process_ip {first_host} {port} {target}"
+    srun = f"srun --nodes {launch.nodes} --ntasks-per-node 1 --cpus-per-task {cpus_per_node} --overlap"
+    return f"{srun} --kill-on-bad-exit 1 {shlex.join(['bash', '-c', node])}"
 
 
 def job_environment(cell: Mapping[str, Any], env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment the launch command runs in: ``env`` (default: this process's) with
-    the main process's port (unless already set), and for several nodes the job's node list
-    (the SLURM executor's job step drops SLURM_JOB_NODELIST). ``ValueError`` for several
-    nodes outside a SLURM allocation."""
+    """The environment the launch command runs in: ``env`` (default: this process's) with the
+    main process's port (unless set), the elastic agent's signals and grace, and for several
+    nodes the job's node list (the SLURM executor's job step drops SLURM_JOB_NODELIST)."""
     env = dict(os.environ if env is None else env)
     launch = cell_launch(cell)
     job = env.get("SLURM_JOB_ID")
     if launch.nodes > 1:
-        if not job:
-            raise ValueError(outside_slurm(launch.nodes))
+        check_slurm(launch.nodes, env)
         if not env.get("SLURM_JOB_NODELIST"):
             env["SLURM_JOB_NODELIST"] = _job_nodelist(job)
     if not env.get(PORT_ENV):
@@ -151,21 +112,19 @@ def job_environment(cell: Mapping[str, Any], env: Mapping[str, str] | None = Non
     return env
 
 
-def outside_slurm(nodes: int) -> str:
-    """Why a cell on several nodes cannot run here (no SLURM allocation)."""
-    return (
-        f"launch.nodes={nodes}: a cell on several nodes runs inside a SLURM allocation (SLURM_JOB_ID is "
-        "not set here); run the pipeline with --profile profiles/slurm (or inside salloc), or set "
-        "launch.nodes to 1 to train on this machine"
-    )
+def check_slurm(nodes: int, env: Mapping[str, str]) -> None:
+    """``ValueError`` when a cell needs several nodes and ``env`` is outside a SLURM allocation."""
+    if nodes > 1 and not env.get("SLURM_JOB_ID"):
+        raise ValueError(
+            f"launch.nodes={nodes}: a cell on several nodes runs inside a SLURM allocation (SLURM_JOB_ID is "
+            "not set here); run the pipeline with --profile profiles/slurm (or inside salloc), or set "
+            "launch.nodes to 1 to train on this machine"
+        )
 
 
-def check_local_run(config: PipelineConfig, env: Mapping[str, str] | None = None) -> None:
-    """Before a local run's first job: ``ValueError`` when its cells need several nodes and
-    this machine is not inside a SLURM allocation."""
-    nodes = config.launch.nodes
-    if nodes > 1 and not (os.environ if env is None else env).get("SLURM_JOB_ID"):
-        raise ValueError(outside_slurm(nodes))
+def check_local_run(config: PipelineConfig) -> None:
+    """Before a local run's first job: ``check_slurm`` for its cells."""
+    check_slurm(config.launch.nodes, os.environ)
 
 
 def _job_nodelist(job: str) -> str:
@@ -178,13 +137,9 @@ def _job_nodelist(job: str) -> str:
     return nodes
 
 
-# --- the train rule's resources --------------------------------------------------------------
-
-
 def pipeline_launch(config: PipelineConfig, model: str) -> dict[str, Any]:
-    """The ``launch`` section of ``model``'s cells: the config's ``launch`` block (nodes,
-    processes per node) and the model's ``strategy``, only the keys the config states (the
-    trainer's defaults are the rest, so a config without them gives the cells it always did)."""
+    """The ``launch`` section of ``model``'s cells: the stated keys of the config's ``launch``
+    block and the model's ``strategy`` (the trainer's defaults are the rest)."""
     out = {k: v for k, v in config.stated("launch").items() if k not in STOP_KEYS}
     strategy = config.models[model].strategy
     if strategy is not None:
@@ -204,40 +159,27 @@ def threads(config: PipelineConfig) -> int:
 
 
 def rule_resources(config: PipelineConfig, base: Mapping[str, Any]) -> dict[str, Any]:
-    """The train rule's resources: ``base`` (the rule's defaults under the config's
-    ``resources.train``) and what the launch section implies, so that the SLURM executor
-    asks for the cell's nodes, one task on each, and one GPU per process:
-
-    - ``nodes`` (sbatch --nodes), always: ``--gpus=N`` alone may spread over several nodes;
-    - GPUs: on one node ``gpu`` (sbatch --gpus, the job's total); on several ``gres``
-      ``gpu[:<gpu_model>]:N`` (sbatch --gres, per node). ``tasks_per_gpu: 0`` keeps the
-      executor from adding --ntasks-per-gpu (plugin 2.6.1 adds 1 by default: N tasks,
-      each with cpus_per_task CPUs); sbatch then starts one task per node;
-    - on CPU with several nodes ``tasks`` (sbatch --ntasks): the executor sets --ntasks=1
-      for a job without GPUs otherwise;
-    - ``cpus_per_task`` (one task per node: the node's CPUs), default the job's threads;
-    - ``slurm_extra`` ``--signal=USR1@<stop_warning_s>``: SLURM's early warning, long enough
-      for the running step and a checkpoint (the trainers then exit 75 and the rerun resumes).
-    """
+    """The train rule's resources: ``base`` (the rule's defaults under ``resources.train``) and
+    what the launch section implies: the cell's nodes (always: ``--gpus=N`` alone may spread),
+    one task on each with the node's CPUs, one GPU per process, and SLURM's early warning
+    (``--signal=USR1@<stop_warning_s>``) in ``slurm_extra``."""
     res = dict(base)
     launch = config.launch
     res["nodes"] = launch.nodes
     res["slurm_extra"] = " ".join(filter(None, [res.get("slurm_extra"), f"--signal=USR1@{stop_warning_s(config)}"]))
     res.setdefault("cpus_per_task", threads(config))
     if config.device.use_cpu:
-        if launch.nodes > 1:
+        if launch.nodes > 1:  # the executor sets --ntasks=1 for a job without GPUs otherwise
             res["tasks"] = launch.nodes
         return res
+    # the executor adds --ntasks-per-gpu=1 by default (plugin 2.6.1): N tasks, not one per node
     res["tasks_per_gpu"] = 0
     if launch.nodes == 1:
-        res["gpu"] = launch.processes_per_node
-    else:
+        res["gpu"] = launch.processes_per_node  # sbatch --gpus: the job's total
+    else:  # sbatch --gres, per node
         model = res.pop("gpu_model", None)
         res["gres"] = ":".join(["gpu", *([model] if model else []), str(launch.processes_per_node)])
     return res
-
-
-# --- checks before any job -------------------------------------------------------------------
 
 
 class PreemptionWarning(UserWarning):
@@ -246,9 +188,8 @@ class PreemptionWarning(UserWarning):
 
 def stop_problems(config: PipelineConfig, torch_version: str | None = None) -> list[str]:
     """Why a train job stopped by SLURM's warning might not leave a complete checkpoint, one
-    line each naming the key: the warning against the job's time limit, the elastic agent's
-    grace (``SHUTDOWN_GRACE_S``) and, for a launch through ``accelerate launch``, a torch that
-    ignores TORCH_ELASTIC_SHUTDOWN_TIMEOUT (``ELASTIC_SHUTDOWN_TORCH``)."""
+    line each: the warning against the time limit, the elastic agent's grace, and a torch
+    that ignores TORCH_ELASTIC_SHUTDOWN_TIMEOUT."""
     warning = stop_warning_s(config)
     need = f"launch.stop_step_s + launch.stop_save_s = {warning} s"
     problems = []
@@ -280,11 +221,9 @@ def stop_problems(config: PipelineConfig, torch_version: str | None = None) -> l
 
 
 def _installed_torch() -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
-        return version("torch")
-    except PackageNotFoundError:
+        return importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
         return None
 
 
@@ -294,8 +233,7 @@ def deepspeed_installed() -> bool:
 
 def config_problems(config: PipelineConfig) -> list[str]:
     """What a config's launch settings ask for that no job could run, one line each naming
-    the key and what to do (``sagc.pipeline.config.check_semantics`` reports them)."""
-
+    the key and what to do."""
     problems = []
     if getattr(config.resources.get("train"), "gpu", None) is not None:
         problems.append(
@@ -314,9 +252,6 @@ def config_problems(config: PipelineConfig) -> list[str]:
                 "choose ddp or fsdp2"
             )
     return problems
-
-
-# --- the job ---------------------------------------------------------------------------------
 
 
 def run(

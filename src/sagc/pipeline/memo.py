@@ -1,6 +1,5 @@
 """Memoising a function of a checked pipeline config on the config's content: a Snakefile
-parse asks for the same derived values (each cell's resolution, a model's vLLM share) from
-many helpers, and each is computed once."""
+parse asks many helpers for the same derived values, and each is computed once."""
 
 from __future__ import annotations
 
@@ -15,9 +14,8 @@ T = TypeVar("T")
 
 
 def per_config(fn: Callable[..., T]) -> Callable[..., T]:
-    """``fn(config, *args)`` memoised on ``config``'s content and ``args`` (the last few
-    configs: a parse needs one; tests and API callers load several). Treat what it returns
-    as read-only."""
+    """``fn(config, *args)`` memoised on ``config``'s content and ``args`` (the last 16; a parse
+    needs one). Treat what it returns as read-only."""
     memo: dict[str, T] = {}
 
     @functools.wraps(fn)

@@ -1,12 +1,8 @@
-"""GPU memory of one training cell: a written-down plan, and the micro-batch it allows.
+"""GPU memory of one training cell: an upper bound per phase of a step (generating, scoring,
+loss pass), and the micro-batch it allows (``gradient_accumulation_steps: auto``).
 
-The plan says how large a micro-batch fits a card, so that
-``train.gradient_accumulation_steps: auto`` can pick the accumulation for every cell and the
-config check can refuse a cell that would run out of memory at its first step. It is an
-upper bound per phase of a step (generating, scoring, loss pass), not a measurement.
-
-What each process holds, the phases, the vLLM share and the measured margins:
-docs/cluster.md, "GPU memory plan".
+What each process holds, the phases, the vLLM share and the margins: docs/cluster.md, "GPU
+memory plan".
 """
 
 from __future__ import annotations
@@ -20,7 +16,7 @@ from sagc.controller import grid_group_sizes as _group_sizes
 from sagc.pipeline.memo import per_config
 from sagc.pipeline.schema import ModelSpec, PipelineConfig
 from sagc.train.config import MASTER_WEIGHTS, AlgorithmSection, DeviceSection, LaunchSection, TrainSection
-from sagc.train.presets import StepShapes, resolve_algorithm, step_shapes
+from sagc.train.presets import resolve_algorithm, step_shapes
 from sagc.train.resolve import MemoryPlan, ResolvedCell
 
 GIB = 1024**3
@@ -104,11 +100,14 @@ class Architecture:
         return self.num_kv_heads * self.head_dim
 
     @property
-    def params(self) -> int:
+    def layer_params(self) -> int:
         h, q, kv, i = self.hidden_size, self.num_heads * self.head_dim, self.kv_dim, self.intermediate_size
-        layer = h * q + 2 * h * kv + q * h + 3 * h * i + 2 * h + ((q + 2 * kv) if self.qkv_bias else 0)
-        embeddings = self.vocab_size * h * (1 if self.tie_word_embeddings else 2)
-        return self.num_layers * layer + embeddings + h
+        return h * q + 2 * h * kv + q * h + 3 * h * i + 2 * h + ((q + 2 * kv) if self.qkv_bias else 0)
+
+    @property
+    def params(self) -> int:
+        embeddings = self.vocab_size * self.hidden_size * (1 if self.tie_word_embeddings else 2)
+        return self.num_layers * self.layer_params + embeddings + self.hidden_size
 
     def activation_elements_per_token(self, gradient_checkpointing: bool) -> int:
         h, kv, i = self.hidden_size, self.kv_dim, self.intermediate_size
@@ -122,14 +121,9 @@ class Architecture:
         h, kv, i = self.hidden_size, self.kv_dim, self.intermediate_size
         return h + 4 * h + 2 * kv + 4 * i
 
-    @property
-    def layer_params(self) -> int:
-        return (
-            self.params - self.hidden_size - self.vocab_size * self.hidden_size * (1 if self.tie_word_embeddings else 2)
-        ) // self.num_layers
-
-    def kv_cache_bytes_per_token(self, dtype_bytes: int = 2) -> int:
-        return 2 * self.num_layers * self.kv_dim * dtype_bytes
+    def kv_cache_bytes_per_token(self) -> int:
+        """K and V of every layer, in bf16."""
+        return 2 * self.num_layers * self.kv_dim * 2
 
 
 def architecture_of(model_spec: ModelSpec, model_name: str) -> Architecture:
@@ -154,9 +148,8 @@ def architecture_of(model_spec: ModelSpec, model_name: str) -> Architecture:
 
 @dataclass(frozen=True)
 class Margins:
-    """The plan's allowances for what its model leaves out: the stated ones (this module's
-    constants and ``device.memory_margin_gib``), or those ``benchmarks/gpu_memory_check.py``
-    measured for the model on a card (``measured_margins``)."""
+    """The plan's allowances for what it leaves out: stated (this module's constants and
+    ``device.memory_margin_gib``) or measured on a card (``measured_margins``)."""
 
     activation: float = ACTIVATION_MARGIN  # multiplier on the loss pass's activations
     scoring: float = ACTIVATION_MARGIN  # multiplier on a scoring chunk's activations
@@ -167,7 +160,7 @@ class Margins:
 
 @dataclass(frozen=True)
 class MemoryEstimate:
-    """Bytes per component (see the module docstring) against a card of ``card_bytes``."""
+    """Bytes per component (docs/cluster.md) against a card of ``card_bytes``."""
 
     weights: float
     gradients: float
@@ -181,7 +174,6 @@ class MemoryEstimate:
     micro_batch: int
     tokens_per_row: int
     vllm_share: float = 0.0  # what the engine holds while it generates
-    vllm_sleep: bool = False
     ddp_buckets: float = 0.0
     scoring_activations: float = 0.0
     margin: float = 0.0
@@ -196,9 +188,7 @@ class MemoryEstimate:
         """The loss pass."""
         return self.held + self.gradients + self.autocast_copies + self.activations + self.vllm_reserve
 
-    @property
-    def loss_pass(self) -> float:
-        return self.total
+    loss_pass = total
 
     @property
     def scoring(self) -> float:
@@ -258,8 +248,8 @@ def estimate(
     bucket_view: bool = False,
     margins: Margins = Margins(),
 ) -> MemoryEstimate:
-    """The phases of a colocated training step (see the module docstring) for one process
-    of ``processes`` with ``strategy``; ``micro_batch`` rows a loss pass and a scoring chunk."""
+    """The phases of a colocated training step for one process of ``processes`` with
+    ``strategy``; ``micro_batch`` rows a loss pass and a scoring chunk."""
     if master_weights not in MASTER_WEIGHTS:
         raise ValueError(f"master_weights must be one of {MASTER_WEIGHTS}, got {master_weights!r}")
     n = arch.params
@@ -291,7 +281,6 @@ def estimate(
         micro_batch=micro_batch,
         tokens_per_row=tokens_per_row,
         vllm_share=share if use_vllm else 0,
-        vllm_sleep=vllm_sleep and use_vllm,
         ddp_buckets=buckets,
         scoring_activations=tokens * arch.scoring_elements_per_token() * w * margins.scoring,
         margin=margins.margin_gib * GIB,
@@ -308,11 +297,9 @@ def vllm_kv_capacity_tokens(arch: Architecture, vllm_fraction: float, card_gib: 
 def kv_shortfall(
     arch: Architecture, *, rows: int, tokens_per_row: int, vllm_fraction: float, card_gib: float
 ) -> str | None:
-    """Why one engine's KV cache cannot hold its share of a step at G_max (``rows`` rows of up
-    to ``tokens_per_row`` tokens), or ``None``. The expectation is the worst case a straggler
-    study must plan for: every row at the length cap. Past the cache, vLLM queues and preempts
-    rows, and the rollout time follows the step's total tokens instead of its longest row,
-    the very effect SAGC is credited with removing."""
+    """Why one engine's KV cache cannot hold its share of a step at G_max (``rows`` rows, every
+    one at the length cap ``tokens_per_row``: the worst case a straggler study plans for), or
+    ``None``. Past the cache vLLM queues and preempts rows (docs/cluster.md)."""
     capacity = vllm_kv_capacity_tokens(arch, vllm_fraction, card_gib)
     need = rows * tokens_per_row
     if need <= capacity:
@@ -361,11 +348,9 @@ def vllm_share_for(
 @per_config
 def vllm_share(config: PipelineConfig, model: str) -> float:
     """``device.vllm_gpu_memory_utilization`` of ``model``'s cells: the config's number, or for
-    ``auto`` ``vllm_share_for`` one engine's rows of the grid's largest step (P x G_max, or the
-    rollout budget, over the cell's processes) within what the generation phase of the
-    model's heaviest algorithm leaves, the same for every cell of the model (without
-    ``use_vllm``, where the key is unused, the trainer's default)."""
-    device, train = config.device, config.train
+    ``auto`` ``vllm_share_for`` one engine's rows of the grid's largest step within what the
+    generation phase of the model's heaviest algorithm leaves (the same for every cell)."""
+    device = config.device
     value = device.vllm_gpu_memory_utilization
     if value != "auto":
         return value
@@ -377,15 +362,25 @@ def vllm_share(config: PipelineConfig, model: str) -> float:
             "device.vllm_gpu_memory_utilization=auto needs device.gpu_memory_gib (and "
             "device.use_cpu=false): the card the share is a part of"
         )
-    rollouts = train.rollout_budget or train.prompts_per_step * max(grid_group_sizes(config))
-    held = max(_estimate(config, model, algo, 1, vllm_fraction=0.0).held for algo in _algorithms(config))
+    held = max(cell_estimate(config, model, algo, 1, vllm_fraction=0.0).held for algo in _algorithms(config))
     return vllm_share_for(
         architecture_of(config.models[model], model),
-        rows=-(-rollouts // config.launch.processes),
-        tokens_per_row=train.max_prompt_length + train.max_completion_length,
+        rows=-(-_max_rollouts(config) // config.launch.processes),
+        tokens_per_row=_tokens_per_row(config),
         card_gib=card,
         room_gib=card - held / GIB,
     )
+
+
+def _max_rollouts(config: PipelineConfig) -> int:
+    """Rollouts of the grid's largest step: the rollout budget, or P x G_max."""
+    train = config.train
+    return train.rollout_budget or train.prompts_per_step * max(grid_group_sizes(config))
+
+
+def _tokens_per_row(config: PipelineConfig) -> int:
+    """A row at the length cap (TRL pads every row to the longest)."""
+    return config.train.max_prompt_length + config.train.max_completion_length
 
 
 def card_gib(config: PipelineConfig) -> float | None:
@@ -403,10 +398,8 @@ def margins(config: PipelineConfig, model: str) -> Margins:
 
 
 def measured_margins(path: str, hub_id: str | None, model: str) -> Margins:
-    """``model``'s allowances from a ``benchmarks/gpu_memory_check.py`` JSON: the activation
-    and scoring factors (measured over the plan's unmargined activations), the runtime
-    (the driver's use beyond PyTorch's allocator) and, as the margin, the allocator's
-    fragmentation at the loss pass's peak."""
+    """``model``'s allowances from a ``benchmarks/gpu_memory_check.py`` JSON: the activation and
+    scoring factors, the runtime and, as the margin, the allocator's fragmentation."""
     key = "device.memory_measured"
     try:
         report = json.loads(open(path).read())
@@ -432,16 +425,14 @@ def measured_margins(path: str, hub_id: str | None, model: str) -> Margins:
 MEASURED_SCHEMA = "sagc.gpu_memory_check/1"
 
 
-def cell_estimate(config: PipelineConfig, model: str, algo: Any, micro_batch: int) -> MemoryEstimate:
-    """The plan of one cell of a checked pipeline config with ``micro_batch`` rows a pass;
-    ``algo`` is the cell's ``sagc.train.presets.AlgorithmSettings``."""
-    return _estimate(config, model, algo, micro_batch, vllm_fraction=vllm_share(config, model))
-
-
-def _estimate(
-    config: PipelineConfig, model: str, algo: Any, micro_batch: int, *, vllm_fraction: float
+def cell_estimate(
+    config: PipelineConfig, model: str, algo: Any, micro_batch: int, vllm_fraction: float | None = None
 ) -> MemoryEstimate:
-    device, train = config.device, config.train
+    """The plan of one cell of a checked pipeline config with ``micro_batch`` rows a pass;
+    ``algo`` is the cell's ``AlgorithmSettings``; ``vllm_fraction``: ``vllm_share`` unless given."""
+    if vllm_fraction is None:
+        vllm_fraction = vllm_share(config, model)
+    device = config.device
     card = card_gib(config)
     if card is None:
         raise ValueError("device.gpu_memory_gib is needed for a memory estimate (and device.use_cpu=false)")
@@ -450,7 +441,7 @@ def _estimate(
         master_weights=device.master_weights,
         reference_model=algo.beta > 0,
         micro_batch=micro_batch,
-        tokens_per_row=train.max_prompt_length + train.max_completion_length,
+        tokens_per_row=_tokens_per_row(config),
         vllm_fraction=vllm_fraction,
         card_gib=card,
         gradient_checkpointing=device.gradient_checkpointing,
@@ -471,51 +462,42 @@ def _algorithms(config: PipelineConfig) -> list[Any]:
 
 
 def cell_kv_shortfall(config: PipelineConfig, model: str, rows: int) -> str | None:
-    """``kv_shortfall`` for one engine of a cell of a checked pipeline config (``None`` without
-    vLLM or a card size)."""
-    train = config.train
+    """``kv_shortfall`` for one engine of a cell (``None`` without vLLM or a card size)."""
     card = card_gib(config)
     if card is None or not config.device.use_vllm:
         return None
     return kv_shortfall(
         architecture_of(config.models[model], model),
         rows=rows,
-        tokens_per_row=train.max_prompt_length + train.max_completion_length,
+        tokens_per_row=_tokens_per_row(config),
         vllm_fraction=vllm_share(config, model),
         card_gib=card,
     )
 
 
 def auto_accumulation(config: PipelineConfig, model: str, settings: dict[str, Any]) -> dict[str, int]:
-    """``train.gradient_accumulation_steps: auto`` of a cell's ``settings``, as the numbers the
-    cell then states: the smallest accumulation whose micro-batch at the grid's smallest G fits
-    the card (and whose step splits), and that micro-batch as the rows of a loss pass (unless
-    ``train.micro_batch_rows`` is set). Every cell of a model and algorithm so trains in passes
-    of the same size whatever its G: sized at a SAGC cell's own largest G, its G = 4 steps
-    would train in passes a quarter of the g4 cell's (docs/cluster.md, "GPU memory plan")."""
+    """``train.gradient_accumulation_steps: auto`` of a cell's ``settings``: the smallest
+    accumulation whose micro-batch at the grid's smallest G fits the card (and whose step
+    splits), and that micro-batch as ``micro_batch_rows`` unless set; sized at the smallest G,
+    every cell of a model and algorithm trains in passes of one size (docs/cluster.md)."""
     if card_gib(config) is None:
         return {}  # auto stays: resolve_cell refuses it, naming the card key it needs
     train = TrainSection.from_dict(settings["train"])
     algo = resolve_algorithm(AlgorithmSection.from_dict(settings["algorithm"]), train.max_completion_length)
     smallest = min(grid_group_sizes(config))
     processes = LaunchSection.from_dict(settings.get("launch")).processes
-
-    def layout_at(ga: int) -> StepShapes:
-        return step_shapes(
-            algo,
-            (smallest,),
-            prompts_per_step=train.prompts_per_step,
-            rollout_budget=train.rollout_budget,
-            gradient_accumulation_steps=ga,
-            processes=processes,
-        )
-
     last = None
     first_split_error = None
-    max_rollouts = train.rollout_budget or train.prompts_per_step * max(grid_group_sizes(config))
-    for ga in range(1, max_rollouts + 1):
+    for ga in range(1, _max_rollouts(config) + 1):
         try:
-            shapes = layout_at(ga)
+            shapes = step_shapes(
+                algo,
+                (smallest,),
+                prompts_per_step=train.prompts_per_step,
+                rollout_budget=train.rollout_budget,
+                gradient_accumulation_steps=ga,
+                processes=processes,
+            )
         except ValueError as err:
             first_split_error = first_split_error or err
             continue
@@ -533,9 +515,8 @@ def auto_accumulation(config: PipelineConfig, model: str, settings: dict[str, An
 
 
 def memory_plan(config: PipelineConfig, model: str, resolved: ResolvedCell) -> MemoryPlan | None:
-    """A resolved cell's memory plan on the config's card (None without one): a pass of its
-    micro-batch (at most ``micro_batch_rows`` rows, the loss pass's and a scoring chunk's) must
-    fit the card in every phase by the estimate, or the cell is refused before any job."""
+    """A resolved cell's memory plan on the config's card (None without one); ``ValueError``
+    when a pass of its micro-batch (at most ``micro_batch_rows`` rows) does not fit a phase."""
     if card_gib(config) is None:
         return None
     layout = resolved.layout

@@ -1,7 +1,5 @@
-"""What the workflow prints about training when it loads (a dry run shows it): how each
-model's cells run, each model x algorithm's memory plan per phase, and the time a stop on
-SLURM's warning needs. The lines read resolved cells (``sagc.pipeline.cells``), which read
-the launch and the memory plan: so they live here, above all three."""
+"""What the workflow prints about training when it loads (a dry run too): how each model's
+cells run, each model x algorithm's memory plan, and the time a stop on SLURM's warning needs."""
 
 from __future__ import annotations
 
@@ -17,16 +15,15 @@ from sagc.pipeline.launch import (
     cell_uses_cpu,
     command,
     stop_problems,
+    stop_warning_s,
 )
 from sagc.pipeline.memory import card_gib, margins
 from sagc.pipeline.schema import PipelineConfig
 
 
 def train_lines(config: PipelineConfig, grid: Any, *, repo: str | os.PathLike, cpus_per_node: int) -> list[str]:
-    """Per model, how its cells run and the command that trains one of them (when a cell is
-    several processes); each model x algorithm's memory plan per phase (with a card,
-    ``memory_lines``); and the time a stop on SLURM's warning needs, with a
-    ``PreemptionWarning`` for each way it could fall short (``stop_problems``)."""
+    """For each model whose cells run several processes, how and the command; the memory lines;
+    the time a stop on SLURM's warning needs (a ``PreemptionWarning`` per problem)."""
     for problem in stop_problems(config):
         warnings.warn(problem, PreemptionWarning, stacklevel=2)
     lines = []
@@ -41,9 +38,9 @@ def train_lines(config: PipelineConfig, grid: Any, *, repo: str | os.PathLike, c
         cmd = command(cell, f"{cell['output_dir']}/{CELL_FILE}", repo=repo, cpus_per_node=cpus_per_node)
         lines.append(f"train: each {model} cell on {where} {units}, {launch.strategy}; {cell_id.id}: {cmd}")
     lines.extend(memory_lines(config, grid))
-    step, save = config.launch.stop_step_s, config.launch.stop_save_s
+    step, save, warning = config.launch.stop_step_s, config.launch.stop_save_s, stop_warning_s(config)
     lines.append(
-        f"stop: SLURM warns a train job {step + save} s before its time limit (--signal=USR1@{step + save}: "
+        f"stop: SLURM warns a train job {warning} s before its time limit (--signal=USR1@{warning}: "
         f"launch.stop_step_s {step} + launch.stop_save_s {save}); its trainers finish the step, "
         "checkpoint and exit 75"
     )
@@ -51,9 +48,8 @@ def train_lines(config: PipelineConfig, grid: Any, *, repo: str | os.PathLike, c
 
 
 def memory_lines(config: PipelineConfig, grid: Any) -> list[str]:
-    """Each model x algorithm's peak per phase against the card (``sagc.pipeline.memory``),
-    from a resolved cell of each (every cell of a model and algorithm trains in the same
-    passes); nothing without a card."""
+    """Each model x algorithm's peak per phase against the card, from one resolved cell of each
+    (they all train in the same passes); nothing without a card."""
     if card_gib(config) is None:
         return []
     lines, seen = [], set()

@@ -1,14 +1,7 @@
 """The pipeline config's typed model, and the JSON schema generated from it.
 
-``PipelineConfig`` states every key of a pipeline config once; ``sagc.pipeline.config``
-validates configs against it (``pipeline_model``: plus the policies' blocks), and the
-checked-in ``workflow/schemas/config.schema.yaml``, for users and editors, is generated from it:
-
-    python -m sagc.pipeline.schema            # rewrite the schema file
-    python -m sagc.pipeline.schema --check    # exit 1 if the file is out of date
-
-What the model takes from the code instead of restating it, and what is checked after it:
-docs/architecture.md, "The pipeline config's schema".
+``python -m sagc.pipeline.schema`` rewrites ``workflow/schemas/config.schema.yaml`` (``--check``:
+exit 1 if it is out of date); docs/architecture.md, "The pipeline config's schema".
 """
 
 from __future__ import annotations
@@ -96,9 +89,8 @@ class ModelSpec(_Block):
     )
 
 
-#: The policies' blocks, generated from their config classes' field declarations (type,
-#: range, description: ``sagc.settings.block_model``), every key optional (absent: the
-#: class's default). ``seed`` is left out: each cell's comes from the grid.
+#: The policies' blocks, from their config classes' fields, every key optional; ``seed`` is
+#: left out: each cell's comes from the grid.
 SAGCBlock = block_model(
     SAGCConfig,
     "SAGCBlock",
@@ -118,14 +110,12 @@ SAGCPromptBlock = block_model(
 )
 
 
-#: The typed model of a policy's block, where this module has one (others: the config
-#: class's own ``block_model(base)``, or any mapping).
 BLOCK_MODELS: dict[str, type[BaseModel]] = {"sagc": SAGCBlock, "sagc_prompt": SAGCPromptBlock}
 
 
 def policy_block_model(policy: Any) -> type[BaseModel] | None:
-    """The typed model of ``policy``'s config block; ``None`` for a config class that declares
-    none (a plug-in's: its ``from_dict`` checks the block, ``sagc.pipeline.config``)."""
+    """The typed model of ``policy``'s config block: this module's, the config class's own
+    ``block_model``, or ``None`` (a plug-in's ``from_dict`` then checks the block)."""
     if policy.block in BLOCK_MODELS:
         return BLOCK_MODELS[policy.block]
     make = getattr(policy.config, "block_model", None)
@@ -215,10 +205,8 @@ class DeviceBlock(DeviceSection):
 
 #: The train keys whose default the pipeline fills in (the rest stay absent: the trainer's).
 TRAIN_FILLED = ("rollout_budget", "gradient_accumulation_steps", "stop")
-#: The blocks whose filled-in defaults are a fixed list of keys (every other block: each key
-#: with a non-null default, or marked ``FILL_NULL``): all of the trainer's device keys, and
-#: no launch key (a cell gets a launch section only with the keys a config states, so cells
-#: trained before the section existed keep their params).
+#: The blocks whose filled-in defaults are a fixed list of keys: all of the trainer's device
+#: keys, and no launch key (a cell gets only the launch keys a config states).
 FILLED = {"train": TRAIN_FILLED, "device": tuple(DeviceSection.model_fields), "launch": ()}
 
 
@@ -404,9 +392,8 @@ class PipelineConfig(_Block):
     )
 
     def stated(self, key: str) -> Any:
-        """A top-level key as the config states it, its filled-in defaults included
-        (``sagc.pipeline.config.fill_defaults``), in JSON form: what a cell carries, so a key
-        the config leaves out keeps its consumer's default."""
+        """A top-level key as the config states it (filled-in defaults included), in JSON form:
+        what a cell carries, so a key the config leaves out keeps its consumer's default."""
         return self.model_dump(mode="json", include={key}, exclude_unset=True)[key]
 
     def algorithm_overrides_of(self, algorithm: str) -> dict[str, Any]:
@@ -414,8 +401,7 @@ class PipelineConfig(_Block):
         return getattr(self.algorithm_overrides, algorithm, None) or {}
 
     def policy_blocks(self) -> dict[str, Any]:
-        """Each policy's block and variants block as stated: what the controller registry reads
-        (``Sizing.cell_block``, ``measurement``)."""
+        """Each policy's block and variants block as stated, for the controller registry."""
         names = [p.block for p in POLICIES.values()] + [p.variants_block for p in POLICIES.values()]
         return {k: self.stated(k) for k in names if k in self.model_fields_set}
 
@@ -443,8 +429,8 @@ class PipelineConfig(_Block):
 
 
 def pipeline_model() -> type[BaseModel]:
-    """``PipelineConfig`` with one block and one variants block per registered policy
-    (``sagc.controller.registry``): the model a pipeline config is validated against."""
+    """``PipelineConfig`` with one block and one variants block per registered policy: the
+    model a pipeline config is validated against."""
     return _pipeline_model(tuple(POLICIES))
 
 
@@ -465,16 +451,14 @@ def _pipeline_model(names: tuple[str, ...]) -> type[BaseModel]:
 
 
 def key_order(model: type[BaseModel]) -> list[str]:
-    """The pipeline model's keys in the order a filled config lists them: the policies' blocks
-    right after ``seeds``."""
+    """The model's keys in a filled config's order: the policies' blocks right after ``seeds``."""
     keys = list(PipelineConfig.model_fields)
     at = keys.index("seeds") + 1
     return keys[:at] + [k for k in model.model_fields if k not in keys] + keys[at:]
 
 
 def config_schema() -> dict[str, Any]:
-    """The JSON schema (draft 2020-12) of a pipeline config, for users and editors: the
-    validating model's own schema, as pydantic writes it."""
+    """The JSON schema (draft 2020-12) of a pipeline config, as pydantic writes it."""
     return pipeline_model().model_json_schema()
 
 

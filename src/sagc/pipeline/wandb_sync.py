@@ -11,8 +11,7 @@ from collections.abc import Mapping
 from sagc.pipeline.grid import Cell, Grid
 from sagc.pipeline.schema import PipelineConfig
 
-#: The offline run folders under a cell's W&B dir (``<cell>/wandb``, ``sagc.pipeline.cells``),
-#: which holds wandb's own ``wandb/`` folder.
+#: The offline run folders under a cell's W&B dir (``<cell>/wandb``, holding wandb's ``wandb/``).
 OFFLINE_RUNS = "wandb/wandb/offline-run-*"
 
 
@@ -34,9 +33,8 @@ def sync_command(config: PipelineConfig, grid: Grid) -> str:
 
 
 def wandb_advice(config: PipelineConfig, grid: Grid, env: Mapping[str, str] = os.environ) -> str | None:
-    """Why ``wandb.mode: online`` is risky on a cluster's compute nodes, and what to run
-    instead: for the hub world (the cluster path) and inside a SLURM job; None otherwise.
-    The executor is not known yet when the workflow loads, so the world stands for it."""
+    """Why ``wandb.mode: online`` is risky on a cluster's compute nodes, and what to run instead,
+    for the hub world (the executor is not known yet at load) or inside a SLURM job; else None."""
     if config.wandb.mode != "online":
         return None
     if config.world != "hub" and "SLURM_JOB_ID" not in env:
@@ -51,8 +49,6 @@ def wandb_advice(config: PipelineConfig, grid: Grid, env: Mapping[str, str] = os
 
 def check_wandb(config: PipelineConfig, grid: Grid, env: Mapping[str, str] = os.environ) -> None:
     """``wandb_advice`` as a ``WandbModeWarning``, when there is advice to give."""
-    advice = wandb_advice(config, grid, env)
-    if advice:
-        warnings.warn(
-            advice, WandbModeWarning, stacklevel=1
-        )  # attributed here: Python drops a Snakefile frame's warning
+    if advice := wandb_advice(config, grid, env):
+        # attributed here: Python drops a warning attributed to a Snakefile's frame
+        warnings.warn(advice, WandbModeWarning, stacklevel=1)

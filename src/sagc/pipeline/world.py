@@ -1,9 +1,5 @@
-"""The two worlds a pipeline config can name (``world: tiny | hub``), as objects.
-
-Where the embedded tiny world and the paper's hub world differ (base models, evaluation
-data, the jobs' environment, what the world reports), the workflow and the cell resolution
-ask the config's world (``world_of(config)``) instead of testing its name; the rules that
-build or stage a world live in ``workflow/rules/world_<name>.smk``. What differs:
+"""The two worlds a pipeline config can name (``world: tiny | hub``), as objects: where they
+differ, the workflow asks ``world_of(config)`` instead of testing the name. What differs:
 docs/architecture.md ("One source of truth", the world).
 """
 
