@@ -17,10 +17,17 @@ from sagc.aggregate.grid import fixed_sizes
 
 #: Every history metric the training-efficiency table needs (``cell_stats`` reads them).
 NEEDED_METRICS = (
-    metrics.STRAGGLER, metrics.DECODE_STEPS, metrics.CPU_TOTAL_SECONDS, metrics.WALLCLOCK_SECONDS,
-    metrics.ROLLOUT_SECONDS, metrics.STEP_SECONDS, metrics.REWARD_MEAN, metrics.GROUP_SIZE,
-    metrics.LENGTH_MEAN, metrics.PADDING_EFFICIENCY,
-)  # fmt: skip
+    metrics.STRAGGLER,
+    metrics.DECODE_STEPS,
+    metrics.CPU_TOTAL_SECONDS,
+    metrics.WALLCLOCK_SECONDS,
+    metrics.ROLLOUT_SECONDS,
+    metrics.STEP_SECONDS,
+    metrics.REWARD_MEAN,
+    metrics.GROUP_SIZE,
+    metrics.LENGTH_MEAN,
+    metrics.PADDING_EFFICIENCY,
+)
 
 
 def reference_sizing(sizings) -> str | None:
