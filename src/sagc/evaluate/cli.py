@@ -1,12 +1,7 @@
 """Command line of ``python -m sagc.evaluate`` (the Snakemake evaluate/stage rules call it).
 
-    python -m sagc.evaluate run --config eval.json [FLAGS]
-    python -m sagc.evaluate stage --benchmarks aime24,amc23,gpqa_diamond --cache DIR
-    python -m sagc.evaluate tasks
-
-``run``'s flags are the keys of an evaluation cell (``sagc.evaluate.config.EvalConfig``)
-under the same names. Every flag, and how flags, the file and defaults combine:
-docs/evaluation.md (entry point).
+``run``'s flags are the keys of an evaluation cell (``EvalConfig``) under the same names;
+every flag, and how flags, the file and defaults combine: docs/evaluation.md.
 """
 
 from __future__ import annotations
@@ -74,11 +69,10 @@ def _add_cell_flags(run: argparse.ArgumentParser) -> None:
     for key, info in EvalConfig.model_fields.items():
         flags = ["--" + key.replace("_", "-")] + (["--tp"] if key == "tensor_parallel_size" else [])
         if info.annotation is bool:
-            run.add_argument(*flags, dest=key, action="store_const", const=True, default=None, help=info.description)
+            how = {"action": "store_const", "const": True}
         else:
-            run.add_argument(
-                *flags, dest=key, type=_flag_type(key, info.annotation), default=None, help=info.description
-            )
+            how = {"type": _flag_type(key, info.annotation)}
+        run.add_argument(*flags, dest=key, default=None, help=info.description, **how)
 
 
 def cell_from_args(args: argparse.Namespace) -> EvalConfig:
@@ -117,30 +111,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _run(args: argparse.Namespace) -> int:
-    from sagc.evaluate.runner import run_evaluation
-
-    summary = run_evaluation(cell_from_args(args))
-    print(json.dumps(summary, indent=2))
-    return 0
-
-
-def _stage(args: argparse.Namespace) -> int:
-    paths = stage(args.benchmarks, args.cache, args.source_dir, args.force)
-    for name, path in paths.items():
-        print(f"{name}: {path}")
-    return 0
-
-
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if args.command == "run":
-            return _run(args)
-        if args.command == "stage":
-            return _stage(args)
-        for name, path in task_yaml_paths().items():
-            print(f"{name}\t{path}")
+            from sagc.evaluate.runner import run_evaluation
+
+            print(json.dumps(run_evaluation(cell_from_args(args)), indent=2))
+        elif args.command == "stage":
+            for name, path in stage(args.benchmarks, args.cache, args.source_dir, args.force).items():
+                print(f"{name}: {path}")
+        else:
+            for name, path in task_yaml_paths().items():
+                print(f"{name}\t{path}")
         return 0
     except (ValueError, FileNotFoundError, RuntimeError) as exc:
         print(f"error: {exc}", file=sys.stderr)

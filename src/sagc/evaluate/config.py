@@ -1,9 +1,6 @@
-"""What one evaluation is told: ``EvalConfig``, the evaluation cell (``eval.json``).
-
-The evaluation's settings are declared here, once, as ``EvalSettings``: the pipeline's
-``evaluate`` block, each job's ``eval.json`` and the flags of ``python -m sagc.evaluate run``
-are these keys under the same names. Bad values raise a ``ValueError`` naming the key before
-a model or lm-eval is imported (this module imports only pydantic and ``sagc.config_models``).
+"""What one evaluation is told: ``EvalSettings``, declared once as the pipeline's ``evaluate``
+block, each job's ``eval.json`` (``EvalConfig``) and the flags of ``python -m sagc.evaluate
+run``. Bad values raise a ``ValueError`` naming the key before a model or lm-eval is imported.
 How the pipeline uses it: docs/architecture.md ("One source of truth", an evaluation job).
 """
 

@@ -1,9 +1,6 @@
-"""Staging normalisers: a benchmark source's rows -> the columns its task YAML reads.
-
-A task YAML names its normaliser in ``metadata.sagc_source.normalizer`` (with keyword
-``options``, e.g. AMC's contest year); ``sagc.evaluate.stage`` applies it to the rows of the
-Hub dataset or of a local copy. Every output row has an ``id``. A new benchmark whose source
-already has the right columns still needs one here (the ids differ per source).
+"""Staging normalisers: a benchmark source's rows -> the columns its task YAML reads, each row
+with an ``id`` (so every source needs one). A task YAML names its normaliser and keyword
+``options`` in ``metadata.sagc_source``; ``sagc.evaluate.stage`` applies it.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""Exact output length and truncation of every generation, measured on the generated tokens.
-
-Output length is a first-class metric (the paper reports that SAGC models answer shorter),
-and re-tokenising lm-eval's decoded text undercounts it, so each backend counts the
-generated tokens themselves and files them under the string lm-eval logs for that row
-(``GenerationRecorder``). Why, and the definitions of output tokens and truncation:
-docs/evaluation.md ("The summary's fields").
+"""Exact output length and truncation of every generation, counted on the generated tokens
+(re-tokenising lm-eval's decoded text undercounts) and filed under the string lm-eval logs
+for that row. Why, and the definitions: docs/evaluation.md ("The summary's fields").
 """
 
 from __future__ import annotations
@@ -29,12 +25,9 @@ def measure_generation(
     stop_strings: Iterable[str],
     decode: Callable[[Sequence[int]], str],
 ) -> GenerationRecord:
-    """Length and truncation of one generated row (prompt already removed).
-
-    ``decode`` must keep special tokens so that stop strings spelled as special tokens
-    (``<|im_end|>``) are found. After a row stops, HF keeps padding it while other rows of
-    the batch generate; those trailing pads are not output.
-    """
+    """Length and truncation of one generated row (prompt removed). ``decode`` must keep
+    special tokens, to find stop strings spelled as one (``<|im_end|>``); the pads HF adds
+    after a row stops, while others in the batch generate, are not output."""
     tokens = list(tokens)
     eos = set(int(i) for i in eos_ids)
     end = len(tokens)
@@ -66,11 +59,8 @@ def measure_generation(
 
 
 class GenerationRecorder:
-    """Records keyed by the generation's final text, consumed in generation order.
-
-    Two generations with the same text usually have the same length; if not, they are
-    matched first-in first-out, which keeps totals exact for any one text.
-    """
+    """Records keyed by the generation's final text, consumed in generation order: two
+    generations with the same text are matched first-in first-out, which keeps totals exact."""
 
     def __init__(self) -> None:
         self._by_text: dict[str, deque[GenerationRecord]] = defaultdict(deque)

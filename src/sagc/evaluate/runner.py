@@ -1,15 +1,6 @@
-"""Evaluate one model on a list of packaged tasks with ``lm_eval.simple_evaluate``.
-
-Output layout under ``out_dir``::
-
-    tasks/<task>.yaml          the effective task configs (absolute data paths, run settings)
-    lm_eval/.../results_<ts>.json, samples_<task>_<ts>.jsonl   lm-eval's own files
-    output_lengths.jsonl       one row per generation: task, doc, tokens, truncated
-    summary.json               the contract the aggregation reads (written last)
-
-One Python process runs every task (no subprocess per task). Evaluation is offline by
-construction: the Hub/datasets offline switches are set for the whole call, and data comes
-only from ``data_dir``.
+"""Evaluate one model on a list of packaged tasks with ``lm_eval.simple_evaluate``, in this
+process and offline (data only from ``data_dir``), writing lm-eval's files, the task copies,
+``output_lengths.jsonl`` and ``summary.json`` (last). Layout: docs/evaluation.md.
 """
 
 from __future__ import annotations
@@ -40,12 +31,9 @@ OFFLINE_ENV = {flag: "1" for flag in HUB_OFFLINE_FLAGS}
 
 @contextlib.contextmanager
 def offline() -> Iterator[None]:
-    """Hold the Hugging Face offline switches for the duration of an evaluation.
-
-    The environment variables cover libraries imported later (and subprocesses such as
-    vLLM workers); ``huggingface_hub`` and ``datasets`` read them once at import, so their
-    module-level flags are set too when they are already imported (e.g. inside pytest).
-    """
+    """Hold the Hugging Face offline switches for an evaluation: the environment (libraries
+    imported later, vLLM workers) and, as they read it once at import, the module flags of
+    ``huggingface_hub`` and ``datasets`` when already imported (e.g. inside pytest)."""
     saved_env = {k: os.environ.get(k) for k in OFFLINE_ENV}
     os.environ.update(OFFLINE_ENV)
     patched = []
@@ -72,10 +60,8 @@ def offline() -> Iterator[None]:
 
 def run_evaluation(cfg: EvalConfig, *, lm=None, tokenizer=None) -> dict:
     """Run lm-eval for ``cfg`` and return the summary (also written to ``out/summary.json``).
-
-    ``lm`` / ``tokenizer``: an already built lm-eval model (e.g. a scripted one in tests)
-    and the tokenizer that counts its output; ``cfg.backend`` is then not used to build one.
-    """
+    ``lm`` / ``tokenizer``: an already built lm-eval model (a scripted one in tests) and the
+    tokenizer that counts its output, used instead of building ``cfg.backend``'s."""
     model_dir = cfg.model_folder()
     if not model_dir.is_dir():
         raise FileNotFoundError(f"model folder {model_dir} does not exist")

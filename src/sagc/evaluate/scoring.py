@@ -1,17 +1,8 @@
 """Scoring hooks that the task YAMLs register with lm-eval (``!function task_utils.<name>``).
 
-Every task (tiny world, AIME, AMC, GPQA) judges a generation with
-``sagc.answers.is_correct``: the same call the training reward makes, so a completion that
-earns reward during RL is exactly a completion that counts as correct here (the strict
-score, ``exact_match``). Beside it, ``exact_match_lenient`` (``is_correct_lenient``) also
-reads an unboxed answer, as lighteval and Qwen2.5-Math do, so our numbers can be put next
-to published ones. Nothing in this module parses answers itself.
-
-Repeats: a task draws ``repeats: n`` samples per problem. lm-eval's default filter keeps
-only the first sample, so the YAMLs register ``keep_all_samples`` as their filter and
-``process_results`` scores the mean over all n (avg@n, an unbiased pass@1 estimate); with
-``repeats: 1`` it is plain accuracy. pass@k comes from the same samples
-(``sagc.evaluate.summary``).
+Every task judges a generation with ``sagc.answers`` (strict ``is_correct``, the training
+reward's check, and ``is_correct_lenient``), averaged over its n repeats; nothing here parses
+answers. Scores and repeats: docs/evaluation.md.
 """
 
 from __future__ import annotations
@@ -78,27 +69,18 @@ def _clean(text: Any) -> str:
     return str(text).strip().replace(" [title]", ". ").replace("  ", " ")
 
 
-def gpqa_choice_order(question_id: str, seed: int = GPQA_SHUFFLE_SEED) -> list[int]:
-    """Deterministic permutation of the four GPQA choices for one question.
-
-    lm-eval's built-in GPQA shuffles with the global ``random`` state, so the letter of the
-    correct answer depends on how many documents were processed before and on the datasets
-    cache. Here the order depends only on the question id: a private ``random.Random``
-    seeded with the string ``"<seed>:<id>"`` (string seeds are hashed with SHA-512, stable
-    across processes and Python versions). Index 3 is the correct answer.
-    """
+def gpqa_choice_order(question_id: str) -> list[int]:
+    """The four GPQA choices' order for one question (index 3 is the correct one), from the
+    question id alone: lm-eval's own GPQA shuffles with the global ``random`` state, so its
+    letters depend on the documents before (docs/evaluation.md)."""
     order = [0, 1, 2, 3]
-    random.Random(f"{seed}:{question_id}").shuffle(order)
+    random.Random(f"{GPQA_SHUFFLE_SEED}:{question_id}").shuffle(order)
     return order
 
 
 def process_gpqa_docs(dataset):
-    """lm-eval ``process_docs`` for GPQA: present the choices in a per-question fixed order.
-
-    Input columns are GPQA's own (``Record ID``, ``Question``, ``Correct Answer``,
-    ``Incorrect Answer 1..3``) as staged by ``sagc.evaluate stage``; adds ``choice1..4`` and
-    ``answer`` (the letter of the correct choice).
-    """
+    """lm-eval ``process_docs`` for GPQA: from GPQA's own staged columns, adds ``choice1..4``
+    in ``gpqa_choice_order`` and ``answer`` (the letter of the correct choice)."""
     required = ["Record ID", "Question", "Correct Answer"] + [f"Incorrect Answer {i}" for i in (1, 2, 3)]
     missing = [c for c in required if c not in dataset.column_names]
     if missing:

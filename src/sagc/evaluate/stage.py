@@ -1,11 +1,6 @@
-"""Stage the paper's benchmarks once into a local cache; evaluation only ever reads the cache.
-
-What a benchmark is (cache name, Hub dataset, gating, normaliser) comes from the task YAML
-that reads it (``sagc.evaluate.taskcfg``), so adding one needs no code here. Without
-network, ``--source-dir`` stages local files; every staged file gets a ``.meta.json``.
-
-The packaged benchmarks, gated access and local sources: docs/evaluation.md, "Staging the
-benchmarks".
+"""Stage the paper's benchmarks once into a local cache (from the Hub, or local files with
+``--source-dir``); evaluation only ever reads the cache. What a benchmark is comes from its
+task YAML (``sagc.evaluate.taskcfg``). Details: docs/evaluation.md, "Staging the benchmarks".
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""``summary.json``: the small per-model record that the aggregation reads.
-
-Its shape is the contract in docs/architecture.md (nothing else goes into this file); the
-per-generation figures behind the means go to ``output_lengths.jsonl`` next to it.
-
-What each field means and how it is computed: docs/evaluation.md, "The summary's fields".
+"""``summary.json``: the small per-model record that the aggregation reads (its shape is the
+contract in docs/architecture.md; its fields: docs/evaluation.md, "The summary's fields").
 """
 
 from __future__ import annotations
@@ -38,12 +34,9 @@ def measure_samples(
     tokenizer,
     max_gen_toks: int,
 ) -> list[dict[str, Any]]:
-    """One row per generation: doc id, repeat index, token count, truncation and its source.
-
-    Recorded figures (exact, HF backend) are preferred; otherwise the generation is
-    re-tokenised with the model's tokenizer and counted as truncated when it fills the
-    budget (``source = "retokenized"``, an approximation documented in the recorder).
-    """
+    """One row per generation: doc id, repeat index, token count, truncation and its source:
+    the backend's recorded figures, else the generation re-tokenised and counted truncated
+    when it fills the budget (``source = "retokenized"``, an approximation)."""
     rows = []
     for sample in samples:
         for k, text in enumerate(generations(sample.get("resps", []))):

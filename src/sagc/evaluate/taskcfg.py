@@ -1,9 +1,5 @@
-"""The packaged lm-eval task YAMLs, and the per-run copies that point them at local data.
-
-lm-eval would resolve a YAML's relative data path against the working directory, so every
-run writes its own copy of the requested YAMLs with absolute ``data_files`` and the run's
-generation settings; the copy doubles as the record of what was evaluated. ``task_metas``
-reads and checks each YAML's ``sagc_*`` metadata. Evaluation never downloads. Details:
+"""The packaged lm-eval task YAMLs, their ``sagc_*`` metadata (``task_metas``), and the
+per-run copies that point them at local data with the run's generation settings. Details:
 docs/evaluation.md ("Task YAMLs and their per-run copies").
 """
 
@@ -79,7 +75,7 @@ class Benchmark(Section):
 
 @dataclass(frozen=True)
 class TaskMeta:
-    """What the pipeline reads from a task YAML's metadata (see the module docstring)."""
+    """What the pipeline reads from a task YAML's metadata (docs/architecture.md)."""
 
     task: str
     path: Path
