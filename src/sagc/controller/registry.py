@@ -255,10 +255,7 @@ def grid_group_sizes(sizings: Sequence[str], blocks: Mapping[str, Any]) -> tuple
 def make_group_sizer(
     sizing: str, sagc: SAGCConfig | Mapping[str, Any] | None = None, seed: int | None = None
 ) -> GroupSizer:
-    """Build the policy of a sizing name from its config block (``seed`` overrides it).
-
-    ``"g<N>"`` -> ``FixedGroupSize(N)`` measured with the block's tau and scope;
-    ``"sagc"`` / ``"sagc-<variant>"`` -> ``SAGCController`` (the block is the variant's,
-    already merged); other registered policies likewise from their own block.
-    """
+    """Build the policy of a sizing name from its config block, a variant's already merged
+    (``seed`` overrides it); what each name builds: docs/controller.md, "Sizing names and
+    the policy registry"."""
     return parse_sizing(sizing).build(sagc, seed)
