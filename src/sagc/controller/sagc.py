@@ -185,15 +185,9 @@ class GroupSizer(Protocol):
     def prompt_stream(
         self, base: PromptStream, token_ids: Sequence[Sequence[int]] | None = None, features: np.ndarray | None = None
     ) -> PromptStream:
-        """The stream the run's steps draw their prompts from, called once before the first step.
-
-        ``base`` is the run's plain stream; ``token_ids`` (a trainer's tokenized prompts, or
-        a function that tokenizes them: only a policy that reads them pays for it) or
-        ``features`` (a simulated world's feature rows), one per prompt, are what is known
-        of the prompts before any rollout. Default: ``base`` unchanged. A policy that orders
-        prompts itself returns its own stream over ``base``'s prompts and seed, and keeps it
-        when its G depends on it (``sagc-prompt``: tail batching, one SAGC per round kind).
-        """
+        """The stream the run's steps draw their prompts from, called once before the first
+        step; default: ``base``, the run's plain stream, unchanged. The arguments and how a
+        policy overrides it: docs/controller.md ("Adding a policy")."""
         return base
 
 
