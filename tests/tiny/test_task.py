@@ -131,9 +131,31 @@ PROBLEM = Problem("d", 7, "+", 4, 4)
 def test_prompt_round_trips_and_bad_prompts_are_rejected():
     assert PROBLEM.prompt == "start d:7 next=prev+4 find h\n"
     assert Problem.from_prompt(PROBLEM.prompt) == PROBLEM
-    for bad in ("start d:7 next=prev+4 find h", "start h:7 next=prev+4 find d\n", "d=7 next=prev+4 find h\n", None):
+    bad_prompts = ("start d:7 next=prev+4 find h", "start h:7 next=prev+4 find d\n", "d=7 next=prev+4 find h\n",
+                   "start d:h next=prev+4 find h\n", "start d:7 next=prev+k find h\n", None)  # fmt: skip
+    for bad in bad_prompts:
         with pytest.raises(ValueError, match="prompt|target"):
             Problem.from_prompt(bad)
+
+
+def test_a_letters_task_is_the_digits_task_with_each_value_a_letter():
+    """Same seed, same problems and solutions; only the value symbols differ (0 -> a ... 9 -> j),
+    and a letters prompt parses back to its problem."""
+    digits = generate_splits(SMALL, seed=5)
+    letters = generate_splits(TaskParams(**{**SMALL.to_dict(), "values": "letters"}), seed=5)
+    to_letter = str.maketrans("0123456789", "abcdefghij")
+    for split in SPLITS:
+        for d, row in zip(digits[split], letters[split], strict=True):
+            problem = Problem.from_prompt(row["prompt"])
+            assert problem.values == "letters" and problem.prompt == row["prompt"]
+            assert row["n_steps"] == d["n_steps"] and row["answer"] == d["answer"].translate(to_letter)
+            # Step lines: the letter names keep their place, every value becomes its letter.
+            for dl, ll in zip(d["solution"].split("\n"), row["solution"].split("\n"), strict=True):
+                head, _, tail = dl.partition("=")
+                assert ll == head + "=" + tail.translate(to_letter) if tail else ll == dl.translate(to_letter)
+            assert is_correct(row["solution"], row["answer"])
+            wrong = "abcdefghij"[("abcdefghij".index(row["answer"]) + 1) % 10]
+            assert not is_correct(row["solution"], wrong)
 
 
 def test_reference_solution_writes_every_operation():
@@ -141,13 +163,14 @@ def test_reference_solution_writes_every_operation():
     assert PROBLEM.answer == "3"
 
 
+@pytest.mark.parametrize("values", ["digits", "letters"])
 @pytest.mark.parametrize("op", ["+", "-"])
-def test_each_behaviour_is_recognised_and_judged(op):
+def test_each_behaviour_is_recognised_and_judged(op, values):
     """The answer checker on every behaviour: plain and check right, slip and miscount wrong,
     and a check repairs a slip or a miscount of the first pass."""
     rng = random.Random(0)
     for _ in range(200):
-        p = Problem(rng.choice("abcdefg"), rng.randrange(10), op, rng.randint(1, 9), rng.randint(2, 5))
+        p = Problem(rng.choice("abcdefg"), rng.randrange(10), op, rng.randint(1, 9), rng.randint(2, 5), values=values)
         slip = (rng.randint(1, p.n_steps), rng.randint(1, 9))
         cases = {
             "plain": (render_completion(p), True),
