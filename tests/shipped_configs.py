@@ -17,6 +17,7 @@ OVERLAYS = {
     "world-check.yaml": "default.yaml",
     "beyond.yaml": "default.yaml",
     "dev.yaml": "default.yaml",
+    "letters.yaml": "default.yaml",
     "ci-vllm.yaml": "ci.yaml",
 }
 

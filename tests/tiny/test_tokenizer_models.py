@@ -96,3 +96,21 @@ def test_bad_model_sizes_name_the_parameter(kwargs, name, tiny_tokenizer_dir):
 def test_unknown_arch_is_rejected(tiny_tokenizer_dir):
     with pytest.raises(ValueError, match="arch"):
         build_model("gpt2", load_tokenizer(tiny_tokenizer_dir))
+
+
+def test_a_letters_world_tokenizer_merges_each_value_with_its_sign(tmp_path):
+    """Values written as letters merge with the sign before them (a step line of 5 tokens, not
+    8), and a qwen2 folder's AutoTokenizer still gives load_tokenizer's ids (lm-eval's path)."""
+    from sagc.tiny.build import build_data, build_tokenizer
+    from sagc.tiny.task import TaskParams
+
+    build_data(tmp_path / "data", seed=0, params=TaskParams(n_train=400, n_eval=20, n_heldout=10, values="letters"))
+    build_tokenizer(tmp_path / "data", tmp_path / "tok")
+    ours = load_tokenizer(tmp_path / "tok")
+    assert [ours.decode([i]) for i in ours("e=h+e=b\n")["input_ids"]] == ["e", "=h", "+e", "=b", "\n"]
+    size = ModelSize(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=64)
+    save_model(build_model("qwen2", ours, size, seed=0), ours, tmp_path / "qwen2")
+    auto = AutoTokenizer.from_pretrained(tmp_path / "qwen2")
+    for text in _texts(tmp_path / "data"):
+        assert ours.decode(ours(text)["input_ids"]) == text
+        assert auto(text)["input_ids"] == ours(text)["input_ids"]

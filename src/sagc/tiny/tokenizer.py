@@ -1,7 +1,8 @@
 """An offline byte-level BPE tokenizer trained on the tiny task's text.
 
 Pre-tokenization is Qwen2's (digits split one per token, so arithmetic is aligned and
-lengths are predictable: about 8 tokens per solution step). Special tokens: ``<|endoftext|>`` (eos,
+lengths are predictable: about 8 tokens per solution step, 5 with letter values, which merge with
+the sign before them). Special tokens: ``<|endoftext|>`` (eos,
 ends every completion), ``<|pad|>`` (pad), ``<|im_start|>`` / ``<|im_end|>`` (ChatML, so
 TRL's conversational paths and ``apply_chat_template`` work). No bos is added.
 
