@@ -253,4 +253,4 @@ class ThresholdRule(_Rule):
         return {"rate": self.rate}
 
     def _load_own_state(self, state: dict[str, Any]) -> dict[str, Any]:
-        return {"rate": _state_number(state["rate"], "rate", 0.0, 1.0)}
+        return {"rate": _state_number(state["rate"], "rate", 0.0, 1.0, self.kind)}

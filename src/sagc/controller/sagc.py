@@ -527,11 +527,11 @@ def _state_counts(state: dict[str, Any], kind: str) -> tuple[int, int]:
     return step, _state_int(state, kind, "n_stragglers", 0, step)
 
 
-def _state_number(v: Any, key: str, lo: float, hi: float) -> float:
+def _state_number(v: Any, key: str, lo: float, hi: float, kind: str = "sagc") -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi or math.isnan(v):
-        raise ValueError(f"sagc state key {key!r} must be a number in [{lo}, {hi}], got {v!r}")
+        raise ValueError(f"{kind} state key {key!r} must be a number in [{lo}, {hi}], got {v!r}")
     if not math.isfinite(v):
-        raise ValueError(f"sagc state key {key!r} must be finite, got {v!r}")
+        raise ValueError(f"{kind} state key {key!r} must be finite, got {v!r}")
     return float(v)
 
 
