@@ -33,7 +33,10 @@ PROBE = textwrap.dedent(
             sys.exit(7)
         signal.signal(signal.SIGTERM, on_term)
         print("pid", os.getpid(), flush=True)
-        time.sleep(60)
+        # Short sleeps: Python runs a handler between bytecodes, so a signal landing just
+        # before a sleep enters the kernel is acted on when that sleep ends (CI saw 60 s).
+        for _ in range(600):
+            time.sleep(0.1)
         sys.exit(0)
     print(json.dumps({"argv": sys.argv[1:], "cwd": os.getcwd(), "probe": os.environ.get("PROBE"),
                       "forked": "xml.dom.minidom" in sys.modules, "name": __name__}))
