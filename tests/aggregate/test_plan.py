@@ -75,15 +75,17 @@ def test_a_controller_that_is_not_in_the_grid_is_refused_naming_the_key():
     ]
 
 
-def _run(tmp_path) -> Path:
-    """A finished run's headline.csv with a pooled P1 (rate) and P2 (speed-up)."""
-    p1 = Interval(-0.06, -0.1, -0.02, 8, 0.0, 0.01, 0.09, False, 0.09 / 2, 4, 4)
-    p2 = Interval(math.exp(0.05), 1.0, 1.1, 8, 1.0, 0.2, 0.12, True, 0.06, 4, 4)
+def _run(tmp_path, p1_effect=-0.06, p1_sd=0.09, n=8, strata=4) -> Path:
+    """A finished run's headline.csv with a pooled P1 (rate) and P2 (speed-up), of ``n``
+    seeds in ``strata`` strata."""
+    df = n - strata
+    p1 = Interval(p1_effect, -0.1, -0.02, n, 0.0, 0.01, p1_sd, False, p1_sd / 2, df, strata)
+    p2 = Interval(math.exp(0.05), 1.0, 1.1, n, 1.0, 0.2, 0.12, True, 0.06, df, strata)
     claims = [Claim("pooled", "pooled", "sagc", "g16", "sagc fewer stragglers than g16", "below", p1, "",
                     family="primary", id="P1"),
               Claim("pooled", "pooled", "sagc", "g16", "sagc cheaper than g16 (step_cost)", "above", p2, "",
                     family="primary", id="P2")]  # fmt: skip
-    (tmp_path / "tables").mkdir()
+    (tmp_path / "tables").mkdir(parents=True)
     headline_frame(claims).to_csv(tmp_path / "tables" / "headline.csv", index=False)
     return tmp_path
 
@@ -101,6 +103,21 @@ def test_plan_reads_a_runs_primaries_and_prints_a_block_to_paste(tmp_path, capsy
     # Power at 6 seeds per stratum of the run's 4 strata, at alpha / 2 (two primaries).
     want = planned_power(0.06, 0.09, [6] * 4, 0.05 / 2)
     assert f"6: {want:.2f}" in head.splitlines()[1]
+
+
+def test_several_runs_of_a_world_plan_as_one_with_the_pooled_spread(tmp_path, capsys):
+    """A run with one bad seed widens the plan: its variance enters by its df, its effect by
+    its seeds; runs with other strata are not one world's and are refused."""
+    calm = _run(tmp_path / "calm", p1_effect=-0.06, p1_sd=0.05, n=8)  # df 4
+    rough = _run(tmp_path / "rough", p1_effect=-0.03, p1_sd=0.15, n=16)  # df 12
+    assert plan.main([str(calm), str(rough), "--seeds", "5"]) == 0
+    block = capsys.readouterr().out.split("\nclaims:\n")[1]
+    pooled = Registration.from_dict(yaml.safe_load("claims:\n" + block)["claims"]).plan.fewer_stragglers
+    assert pooled.effect == pytest.approx((8 * -0.06 + 16 * -0.03) / 24, rel=1e-3)
+    assert pooled.sd == pytest.approx(math.sqrt((4 * 0.05**2 + 12 * 0.15**2) / 16), rel=1e-3)
+    other = _run(tmp_path / "other", n=6, strata=3)
+    assert plan.main([str(calm), str(other)]) == 2
+    assert "other primaries or strata" in capsys.readouterr().err
 
 
 def test_plan_refuses_a_run_without_primaries(tmp_path, capsys):

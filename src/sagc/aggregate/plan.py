@@ -1,5 +1,5 @@
 """Planned power of the pre-registered primaries: before a run (the dry run's lines) and from
-a development-seed run (``python -m sagc.aggregate.plan results/dev [--seeds 3 5 8]``).
+development-seed runs (``python -m sagc.aggregate.plan results/dev [results/dev2 ...] [--seeds 3 5 8]``).
 
 Plan on development seeds only: docs/aggregation.md, "The pre-registered primaries".
 """
@@ -72,40 +72,56 @@ def dry_run_lines(config: Any) -> list[str]:
 # --------------------------------------------------------------------------- from a run
 
 
-def plan_lines(source: str | Path, seeds=SEED_RANGE, alpha: float | None = None) -> list[str]:
-    """Effect, pooled sd and power by seeds per stratum of each primary of a finished run (a
-    results folder or its ``headline.csv``), then the ``claims:`` block to paste."""
+def plan_lines(sources, seeds=SEED_RANGE, alpha: float | None = None) -> list[str]:
+    """Effect, pooled sd and power by seeds per stratum of each primary of one or more finished
+    runs of the same world (results folders or their ``headline.csv``), then the ``claims:``
+    block to paste. Several runs pool as one: the effect is their seed-weighted mean and the
+    sd their df-weighted pooled within-stratum sd, so a rare bad run widens the plan."""
     from sagc.aggregate.compare import read_headline  # pandas: not at the dry run's import
 
-    frame = read_headline(source)
-    rows = frame[frame["family"] == "primary"]
-    if rows.empty:
-        raise ValueError(f"{source}: its headline has no primary claims (no controller, or no complete pair)")
+    sources = [sources] if isinstance(sources, (str, Path)) else list(sources)
+    runs = []
+    for source in sources:
+        frame = read_headline(source)
+        rows = frame[frame["family"] == "primary"].set_index("id")
+        if rows.empty:
+            raise ValueError(f"{source}: its headline has no primary claims (no controller, or no complete pair)")
+        runs.append(rows)
+    ids = list(runs[0].index)
+    for source, rows in zip(sources, runs):
+        if list(rows.index) != ids or set(rows["strata"]) != set(runs[0]["strata"]):
+            raise ValueError(f"{source}: other primaries or strata than {sources[0]}: plan one world's runs")
     alpha = Registration.default("alpha") if alpha is None else alpha
-    m = len(rows)
-    lines = [f"{source}: {m} primaries; power at alpha/{m} = {alpha / m:.4g} (the first Holm step), two-sided t "
-             "with the pooled df, on this run's strata:"]  # fmt: skip
+    m = len(ids)
+    where = sources[0] if len(sources) == 1 else f"{len(sources)} runs ({', '.join(map(str, sources))})"
+    lines = [f"{where}: {m} primaries; power at alpha/{m} = {alpha / m:.4g} (the first Holm step), two-sided t "
+             "with the pooled df, on this world's strata:"]  # fmt: skip
     block = []
-    for r in rows.itertuples():
-        p = PRIMARY[r.id]
-        log = r.scale == "log"
-        effect = math.log(r.estimate) if log else float(r.estimate)
-        null = math.log(r.null) if log else float(r.null)
+    for pid in ids:
+        p, rs = PRIMARY[pid], [rows.loc[pid] for rows in runs]
+        log = rs[0].scale == "log"
+        n = [int(r.seeds) for r in rs]
+        df = [float(r.df) for r in rs]
+        effect = sum(k * (math.log(r.estimate) if log else float(r.estimate)) for k, r in zip(n, rs)) / sum(n)
+        sd = math.sqrt(sum(d * float(r.sd) ** 2 for d, r in zip(df, rs)) / sum(df))
+        null = math.log(rs[0].null) if log else float(rs[0].null)
         distance = (effect - null) if p.side == "above" else (null - effect)
-        strata = int(r.strata)
-        powers = ", ".join(f"{n}: {planned_power(distance, float(r.sd), [n] * strata, alpha / m):.2f}" for n in seeds)
+        strata = int(rs[0].strata)
+        powers = ", ".join(f"{k}: {planned_power(distance, sd, [k] * strata, alpha / m):.2f}" for k in seeds)
         lines.append(
-            f"  {r.id} {r.claim}: effect {p.show(effect)}, sd {p.show_sd(float(r.sd))} "
-            f"({int(r.seeds)} seeds in {strata} strata, df {r.df:g}); power by seeds per stratum: {powers}"
+            f"  {pid} {rs[0].claim}: effect {p.show(effect)}, sd {p.show_sd(sd)} "
+            f"({sum(n)} seeds in {strata} strata, df {sum(df):g}); power by seeds per stratum: {powers}"
         )
-        block.append(f"    {p.key}: {{effect: {effect:.4g}, sd: {float(r.sd):.4g}}}  # {r.id}, measured on {source}")
+        block.append(f"    {p.key}: {{effect: {effect:.4g}, sd: {sd:.4g}}}  # {pid}, measured on {where}")
     lines += ["", "claims:", "  plan_provisional: false", "  plan:"] + block
     return lines
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sagc.aggregate.plan", description=__doc__.split("\n\n")[0])
-    parser.add_argument("results", help="a finished development-seed run's results folder, or its headline.csv")
+    parser.add_argument(
+        "results", nargs="+", help="finished development-seed runs of one world: results folders or headline.csv files"
+    )
     parser.add_argument(
         "--seeds",
         type=int,
