@@ -17,8 +17,6 @@ OVERLAYS: dict[str, str | tuple[str, ...]] = {
     "world-check.yaml": "default.yaml",
     "beyond.yaml": "default.yaml",
     "dev.yaml": "default.yaml",
-    "letters.yaml": "default.yaml",
-    "letters-replicate.yaml": ("default.yaml", "letters.yaml"),
     "ci-vllm.yaml": "ci.yaml",
 }
 

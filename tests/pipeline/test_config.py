@@ -65,7 +65,7 @@ def raw(name="default"):
         ),
         (lambda c: c["algorithm_overrides"].update(dapo={"epsilon_hi": 0.3}), "algorithm.epsilon_hi"),
         (lambda c: c.update(rewards={"correctness": 1.0, "lenght": 0.1}), "lenght"),
-        (lambda c: c.update(seeds=[1, 40]), "config key 'seeds': [1] are also dev_seeds"),
+        (lambda c: c.update(seeds=[1, 70]), "config key 'seeds': [1] are also dev_seeds"),
         (lambda c: c["tiny"].update(world_seed=-1), "tiny.world_seed must be >= 0, got -1"),
         (lambda c: c["models"]["tiny-llama"].update(draw=-1), "models.tiny-llama.draw must be >= 0, got -1"),
         (

@@ -37,12 +37,12 @@ def _refuse(*args, **kwargs):
 def test_cell_json_holds_the_preset_and_the_layout_at_every_g():
     resolved = pipeline_cell()["resolved"]
     algo = resolved["algorithm"]
-    # DAPO's preset, nothing left to a library default: the overlong buffer is 20 % of the 160-token cap
+    # DAPO's preset, nothing left to a library default: the overlong buffer is 20 % of the 112-token cap
     assert (algo["loss_type"], algo["epsilon_high"], algo["minibatches"], algo["overlong_buffer"]) == (
         "dapo",
         0.28,
         2,
-        32,
+        22,
     )
     layout = resolved["layout"]
     # P = 2 prompts at every G, split into DAPO's 2 mini-batches: 2 optimizer updates a step
