@@ -75,11 +75,11 @@ def test_a_controller_that_is_not_in_the_grid_is_refused_naming_the_key():
     ]
 
 
-def _run(tmp_path, p1_effect=-0.06, p1_sd=0.09, n=8, strata=4) -> Path:
+def _run(tmp_path, p1_effect=-0.06, p1_sd=0.09, n=8, strata=4, p1_null=0.0) -> Path:
     """A finished run's headline.csv with a pooled P1 (rate) and P2 (speed-up), of ``n``
-    seeds in ``strata`` strata."""
+    seeds in ``strata`` strata, P1 tested against ``p1_null``."""
     df = n - strata
-    p1 = Interval(p1_effect, -0.1, -0.02, n, 0.0, 0.01, p1_sd, False, p1_sd / 2, df, strata)
+    p1 = Interval(p1_effect, -0.1, -0.02, n, p1_null, 0.01, p1_sd, False, p1_sd / 2, df, strata)
     p2 = Interval(math.exp(0.05), 1.0, 1.1, n, 1.0, 0.2, 0.12, True, 0.06, df, strata)
     claims = [Claim("pooled", "pooled", "sagc", "g16", "sagc fewer stragglers than g16", "below", p1, "",
                     family="primary", id="P1"),
@@ -107,7 +107,7 @@ def test_plan_reads_a_runs_primaries_and_prints_a_block_to_paste(tmp_path, capsy
 
 def test_several_runs_of_a_world_plan_as_one_with_the_pooled_spread(tmp_path, capsys):
     """A run with one bad seed widens the plan: its variance enters by its df, its effect by
-    its seeds; runs with other strata are not one world's and are refused."""
+    its seeds; runs with other strata or other nulls are not one world's plan and are refused."""
     calm = _run(tmp_path / "calm", p1_effect=-0.06, p1_sd=0.05, n=8)  # df 4
     rough = _run(tmp_path / "rough", p1_effect=-0.03, p1_sd=0.15, n=16)  # df 12
     assert plan.main([str(calm), str(rough), "--seeds", "5"]) == 0
@@ -118,6 +118,10 @@ def test_several_runs_of_a_world_plan_as_one_with_the_pooled_spread(tmp_path, ca
     other = _run(tmp_path / "other", n=6, strata=3)
     assert plan.main([str(calm), str(other)]) == 2
     assert "other primaries or strata" in capsys.readouterr().err
+    # The same claims against another null (a run registered with another margin) are refused too.
+    shifted = _run(tmp_path / "shifted", p1_null=-0.02)
+    assert plan.main([str(calm), str(shifted)]) == 2
+    assert "other nulls (margins)" in capsys.readouterr().err
 
 
 def test_plan_refuses_a_run_without_primaries(tmp_path, capsys):

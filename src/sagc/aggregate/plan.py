@@ -91,6 +91,8 @@ def plan_lines(sources, seeds=SEED_RANGE, alpha: float | None = None) -> list[st
     for source, rows in zip(sources, runs):
         if list(rows.index) != ids or set(rows["strata"]) != set(runs[0]["strata"]):
             raise ValueError(f"{source}: other primaries or strata than {sources[0]}: plan one world's runs")
+        if not rows["null"].equals(runs[0]["null"]):  # another margin: its effects sit against another null
+            raise ValueError(f"{source}: other nulls (margins) than {sources[0]}: plan runs of one registration")
     alpha = Registration.default("alpha") if alpha is None else alpha
     m = len(ids)
     where = sources[0] if len(sources) == 1 else f"{len(sources)} runs ({', '.join(map(str, sources))})"
