@@ -10,8 +10,8 @@ import yaml
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 
-#: Overlay file -> the config(s) it is layered on, in order.
-OVERLAYS: dict[str, str | tuple[str, ...]] = {
+#: Overlay file -> the config it is layered on.
+OVERLAYS = {
     "prompt.yaml": "default.yaml",
     "replicate.yaml": "default.yaml",
     "world-check.yaml": "default.yaml",
@@ -20,13 +20,9 @@ OVERLAYS: dict[str, str | tuple[str, ...]] = {
     "ci-vllm.yaml": "ci.yaml",
 }
 
-
-def _layers(path: Path) -> tuple[Path, ...]:
-    bases = OVERLAYS.get(path.name, ())
-    return (*(CONFIG_DIR / b for b in ((bases,) if isinstance(bases, str) else bases)), path)
-
-
-SHIPPED: list[tuple[Path, ...]] = [_layers(p) for p in sorted(CONFIG_DIR.glob("*.yaml"))]
+SHIPPED: list[tuple[Path, ...]] = [
+    (CONFIG_DIR / OVERLAYS[p.name], p) if p.name in OVERLAYS else (p,) for p in sorted(CONFIG_DIR.glob("*.yaml"))
+]
 
 
 def layers_id(layers: tuple[Path, ...]) -> str:
