@@ -1,8 +1,7 @@
 """SAGC: Straggler-Aware Group Control for synchronous on-policy RL (GRPO / DAPO).
 
-The controller (``SAGCController``) and its static baseline (``FixedGroupSize``) are
-framework-agnostic; the TRL trainer, the tiny offline world, evaluation, aggregation and
-the simulator live in subpackages that import heavier dependencies lazily.
+The framework-agnostic controller and its static baseline; the trainer, the tiny world,
+evaluation, aggregation and the simulator live in subpackages.
 """
 
 from sagc.controller import FixedGroupSize, GroupSizer, SAGCConfig, SAGCController, StepRecord

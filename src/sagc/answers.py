@@ -1,12 +1,6 @@
-"""Final-answer extraction and comparison: the one place that decides what a model answered.
-
-The training rewards, the local lm-eval tasks and the paper's lm-eval tasks all call these
-functions, so a completion is judged the same way during RL and during evaluation. Two
-scores (strict: the last box; lenient: a fallback for published numbers) share one
-comparison. Nothing here raises on model output.
-
-The extraction rules and the comparison steps: docs/evaluation.md, "Extracting and
-comparing answers".
+"""Final-answer extraction and comparison, shared by the training rewards and every
+evaluation task; nothing here raises on model output. The rules: docs/evaluation.md,
+"Extracting and comparing answers".
 """
 
 from __future__ import annotations
@@ -33,10 +27,7 @@ def _braced(text: str, open_at: int) -> str | None:
 
 
 def extract_boxed(text: object) -> str | None:
-    """The content of the last complete box in ``text`` (see the module docstring), else None.
-
-    A box that does not close (a completion truncated mid-answer) is skipped for an
-    earlier one."""
+    """The content of the last complete box in ``text`` (an unclosed one is skipped), else None."""
     if not isinstance(text, str):
         return None
     for match in reversed(list(_BOX_COMMAND.finditer(text))):
@@ -131,7 +122,7 @@ _NUMBER = re.compile(r"-?\d+(/\d+)?")
 
 
 def answer_matches(answer: object, reference: object) -> bool:
-    """True when an extracted ``answer`` equals ``reference`` (see the module docstring)."""
+    """True when an extracted ``answer`` equals ``reference``."""
     want = normalize_answer(reference)
     if not isinstance(answer, str) or want is None:
         return False
@@ -159,8 +150,8 @@ _OPTION_LABEL = re.compile(r"\(([A-Z])\)")
 
 
 def lenient_answer(completion: object, reference: object) -> str | None:
-    """The answer the lenient score reads (see the module docstring): the box; else the last
-    answer phrase; else the last number, or the last ``(X)`` label for a letter reference."""
+    """The answer the lenient score reads: the box; else the last answer phrase; else the
+    last number, or the last ``(X)`` label for a letter reference."""
     boxed = extract_boxed(completion)
     if boxed is not None or not isinstance(completion, str):
         return boxed
@@ -181,10 +172,8 @@ def is_correct_lenient(completion: object, reference: object) -> bool:
 
 
 def equivalent_math(answer: str, reference: str) -> bool:
-    """``math-verify``'s verdict on two LaTeX answers (False when either does not parse).
-
-    Its time limits use ``signal.alarm``, which only the main thread may set: elsewhere the
-    check runs without one (TRL's rewards and lm-eval's scoring run in the main thread)."""
+    """``math-verify``'s verdict on two LaTeX answers (False when either does not parse);
+    its time limits use ``signal.alarm``, so only the main thread gets them."""
     from math_verify import parse, verify
 
     limit = 5 if threading.current_thread() is threading.main_thread() else None

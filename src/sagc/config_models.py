@@ -1,11 +1,6 @@
-"""Building blocks of the typed configs: value types that state their check once, with the
-words an error message uses for it, and pydantic's errors turned into one clear message.
-
-A config block is a ``Section``: a frozen pydantic model that refuses unknown keys, built
-with ``Section.from_dict``, which raises a ``ValueError`` naming the dotted key, the value
-and what was expected (``train.steps must be a positive integer, got 0``) instead of
-pydantic's multi-line report. Integers are strict (no ``1.0``, no ``true``); numbers are
-finite and keep an integer as given, so a config's JSON does not change by being checked.
+"""Building blocks of the typed configs: value types that carry the words of their error
+message, and pydantic's errors as one message naming the dotted key, the value and what was
+expected (``train.steps must be a positive integer, got 0``).
 """
 
 import typing
@@ -21,8 +16,8 @@ class Expect(str):
 
 
 def _keep_int(value: Any, handler: Any) -> Any:
-    """A number key keeps an integer as given (``139``, not ``139.0``): the cell's config
-    fingerprint is its JSON, which must not change with the way it is checked."""
+    """A number key keeps an integer as given (``139``, not ``139.0``): a cell's config
+    fingerprint is its JSON."""
     out = handler(value)
     return value if type(value) is int else out
 
@@ -42,8 +37,6 @@ Integer = Annotated[int, Field(strict=True), Expect("an integer")]
 Flag = Annotated[bool, Field(strict=True), Expect("true or false")]
 Text = Annotated[str, Field(strict=True, min_length=1), Expect("a non-empty string")]
 
-
-# -- pydantic's errors as one clear message --------------------------------------------------------
 
 #: What a value must be, by pydantic error type, for keys whose type carries no ``Expect``.
 _WORDS = {
@@ -100,8 +93,7 @@ def _dotted(loc: tuple) -> str:
 
 
 def describe(err: ValidationError, model: type[BaseModel], prefix: tuple = ()) -> str:
-    """``err`` as one message, a clause per problem naming the dotted key, the value and what
-    was expected (pydantic's own text also lists input types and documentation links)."""
+    """``err`` as one message, a clause per problem."""
     return "; ".join(clauses(err, model, prefix))
 
 
@@ -161,8 +153,7 @@ class Section(BaseModel):
 
     @classmethod
     def from_dict(cls, d: Any):
-        """The block from its cell-file mapping (``None``: every default); bad input raises a
-        ``ValueError`` naming the dotted key."""
+        """The block from its mapping (``None``: every default); ``ValueError`` naming the dotted key."""
         try:
             return cls.model_validate({} if d is None else d)
         except ValidationError as err:

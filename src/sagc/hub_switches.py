@@ -1,10 +1,5 @@
-"""Whether this environment lets the Hugging Face libraries reach the hub, and how a command
-clears the switches that stop them.
-
-Every job of the workflow runs with the three offline switches set (``sagc.pipeline.env``);
-the staging commands (``sagc.pipeline.hub``, ``sagc.evaluate.stage``), the only ones that
-reach the hub, run behind ``HUB_ACCESS_PREFIX``. A module of its own because both the
-pipeline and the evaluation read it, and the evaluation does not depend on the pipeline.
+"""Whether this environment lets the Hugging Face libraries reach the hub, and the prefix
+that clears the offline switches for the staging commands (the only jobs that reach it).
 """
 
 from __future__ import annotations
@@ -12,7 +7,6 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-# The switches that keep huggingface_hub / datasets / transformers off the network.
 HUB_OFFLINE_FLAGS = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")
 # Shell prefix of the staging rules (and of a staging command run by hand in a job shell).
 HUB_ACCESS_PREFIX = "env " + " ".join(f"-u {flag}" for flag in HUB_OFFLINE_FLAGS)
@@ -20,10 +14,9 @@ _TRUE = {"1", "ON", "YES", "TRUE"}
 
 
 def offline_switches(environ: Mapping[str, str] | None = None) -> list[str]:
-    """The variables that switch the hub off here (``["TRANSFORMERS_OFFLINE=1 ..."]``), read
-    the way the libraries read them: datasets honours ``HF_DATASETS_OFFLINE``, and
-    huggingface_hub (which does every download) takes ``HF_HUB_OFFLINE`` or, when that is
-    unset or empty, ``TRANSFORMERS_OFFLINE``. Empty: nothing blocks the hub."""
+    """The variables that switch the hub off here (``["TRANSFORMERS_OFFLINE=1 ..."]``), read as
+    huggingface_hub reads them (``TRANSFORMERS_OFFLINE`` when ``HF_HUB_OFFLINE`` is unset or
+    empty). Empty: nothing blocks the hub."""
     env = os.environ if environ is None else environ
     found = []
     if env.get("HF_DATASETS_OFFLINE", "").upper() in _TRUE:

@@ -1,8 +1,5 @@
-"""Result files: atomic writes, and the one JSONL reader.
-
-A job killed mid-write must never leave a half file where a reader (Snakemake's output
-check, a resumed run, the aggregation) would take it for a finished one: the text goes to
-a temporary file next to the target, which then replaces the target in one rename.
+"""Result files: atomic writes (a killed job leaves no half file a reader would take for a
+finished one), and the one JSONL reader.
 """
 
 from __future__ import annotations
@@ -16,8 +13,7 @@ from typing import Any
 
 def read_jsonl(path: str | Path) -> Iterator[tuple[int, Any]]:
     """``(line number, value)`` of each non-blank line of a JSONL file; ``ValueError``
-    naming the file and the line on one that is not JSON. What a row must hold is the
-    caller's check."""
+    naming the file and the line on one that is not JSON."""
     path = Path(path)
     with path.open(encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, 1):

@@ -1,7 +1,6 @@
-"""Length statistics of one synchronous step: the only input SAGC needs.
-
-``lengths`` is always grouped by prompt: ``[[l_11, ..., l_1G], [l_21, ...], ...]`` in
-tokens, *including* rows truncated at the length cap (those are the stragglers).
+"""Length statistics of one synchronous step: the only input SAGC needs. ``lengths`` are
+token counts grouped by prompt (``[[l_11, ..., l_1G], [l_21, ...], ...]``), truncated rows
+included.
 """
 
 from __future__ import annotations
@@ -13,14 +12,11 @@ from itertools import chain
 
 import numpy as np
 
-#: A median below one token is treated as one token so that the ratio stays finite when
-#: most completions are empty (the step is then a straggler if any row has >= tau tokens).
+#: A median below one token counts as one token, so the ratio stays finite.
 MIN_MEDIAN = 1.0
 
-#: The longest length accepted, in tokens: 2**53, beyond which a float64 cannot even count
-#: tokens exactly and no generation comes near. Rejecting longer values keeps every
-#: statistic finite (the median of two 1e308 values would overflow to infinity and turn the
-#: ratio into 0.0, hiding the straggler).
+#: The longest length accepted, in tokens (a float64 counts exactly up to 2**53): longer
+#: values could overflow a statistic and hide a straggler.
 MAX_LENGTH = float(2**53)
 
 SCOPES = ("step", "group")
@@ -28,12 +24,8 @@ SCOPES = ("step", "group")
 
 @dataclass(frozen=True)
 class LengthStats:
-    """Summary of a step's completion lengths.
-
-    ``ratio`` is max/median over the whole step when ``scope == "step"`` (the default: the
-    synchronous batch waits for its single longest rollout), or the largest per-group
-    max/median when ``scope == "group"``.
-    """
+    """Summary of a step's completion lengths; ``ratio`` is max/median over the whole step
+    (``scope == "step"``) or the largest per-group max/median (``scope == "group"``)."""
 
     n_groups: int
     n_rollouts: int
@@ -80,11 +72,8 @@ def _check_values(flat: np.ndarray, sizes: list[int]) -> None:
 
 
 def as_groups(lengths: Iterable[Iterable[float]]) -> list[np.ndarray]:
-    """Validate grouped lengths and return one float array per non-empty group.
-
-    Raises ``ValueError`` for a flat list, NaN / infinite / negative lengths and lengths
-    above ``MAX_LENGTH``.
-    """
+    """One float array per non-empty group; ``ValueError`` for a flat list, NaN, infinite or
+    negative lengths and lengths above ``MAX_LENGTH``."""
     flat, sizes = _flatten(lengths)
     _check_values(flat, sizes)
     return [g for g in np.split(flat, np.cumsum(sizes)[:-1]) if g.size] if flat.size else []
@@ -95,31 +84,20 @@ def true_median(values: np.ndarray) -> float:
     return float(np.median(values))
 
 
-def _sorted_median(sorted_values: np.ndarray) -> float:
-    n = sorted_values.size
-    return float(sorted_values[(n - 1) // 2] + sorted_values[n // 2]) / 2.0
-
-
 def length_stats(lengths: Iterable[Iterable[float]], scope: str = "step") -> LengthStats | None:
-    """Validate grouped lengths and summarise them; None when the step has no rollout.
-
-    Lengths must be finite, >= 0 and <= ``MAX_LENGTH`` (2**53 tokens); anything else
-    raises ``ValueError`` naming the group, so no statistic can overflow.
-
-    This sits on the controller's per-step path, so it flattens once and sorts once
-    (cheaper than several numpy reductions on small arrays).
-    """
+    """Validate grouped lengths (as ``as_groups``) and summarise them; None when the step has
+    no rollout. On the controller's per-step path: it flattens once and sorts once."""
     if scope not in SCOPES:
         raise ValueError(f"scope must be one of {SCOPES}, got {scope!r}")
     flat, sizes = _flatten(lengths)
     if flat.size == 0:
         return None
     ordered = np.sort(flat)
-    # numpy sorts NaN last, so the two ends reveal any NaN, infinite, negative or too long
-    # length (NaN fails every comparison).
+    # numpy sorts NaN last, so the two ends reveal any bad length.
     if not (ordered[0] >= 0 and ordered[-1] <= MAX_LENGTH):
         _check_values(flat, sizes)
-    median = _sorted_median(ordered)
+    n = ordered.size
+    median = float(ordered[(n - 1) // 2] + ordered[n // 2]) / 2.0
     mx = float(ordered[-1])
     if scope == "step":
         ratio = mx / max(median, MIN_MEDIAN)
@@ -149,13 +127,8 @@ def padding_efficiency(lengths: Iterable[Iterable[float]]) -> float:
 
 
 def block_ratios(block: np.ndarray, scope: str = "step") -> np.ndarray:
-    """max/median of each step of ``block`` (steps, prompts, G), vectorised.
-
-    The arithmetic is ``length_stats``'s (float64, true median, median floored at
-    ``MIN_MEDIAN``), so ``block_ratios(b)[t] == length_stats(b[t]).ratio`` for valid
-    lengths. The simulator's fixed-G runs and the controller's sub-group observations
-    both use it.
-    """
+    """max/median of each step of ``block`` (steps, prompts, G), vectorised:
+    ``block_ratios(b)[t] == length_stats(b[t]).ratio`` for valid lengths."""
     n = block.shape[0]
     if scope == "step":
         flat = block.reshape(n, -1)
@@ -166,15 +139,9 @@ def block_ratios(block: np.ndarray, scope: str = "step") -> np.ndarray:
 
 
 def subgroup_ratios(groups: list[np.ndarray], size: int, scope: str = "step") -> np.ndarray:
-    """Ratios of the disjoint sub-steps of size ``size`` that a step's groups contain.
-
-    ``groups`` are the non-empty prompt groups of one step (``as_groups``), each in
-    generation order. Completions of a prompt are i.i.d., so the ``size`` completions
-    ``k * size .. (k + 1) * size - 1`` of every prompt form an exact sample of a step run
-    at G = ``size`` on the same prompts. A step whose smallest group holds ``n`` completions
-    contains ``n // size`` such sub-steps; the result has one ratio per sub-step (empty
-    when ``n < size``).
-    """
+    """Ratios of the ``n // size`` disjoint sub-steps at G = ``size`` in a step's non-empty
+    groups (``as_groups``), ``n`` the smallest group: completions ``k * size .. (k + 1) *
+    size - 1`` of every prompt are an exact sample of such a step (docs/controller.md)."""
     if not groups:
         return np.empty(0)
     m = min(g.size for g in groups) // size
@@ -185,9 +152,8 @@ def subgroup_ratios(groups: list[np.ndarray], size: int, scope: str = "step") ->
     return block_ratios(block, scope)
 
 
-#: The length tail of a real RL run, as the tail table reads it (a published verl DAPO run
-#: of Qwen2.5-32B: 96 prompts x 8 samples a step, 6 steps, 4,608 completions; groups of 8
-#: completions of one prompt). A world's ``tail_table`` sits beside it (docs/results.md, "The world").
+#: The length tail of a real RL run (a published verl DAPO run of Qwen2.5-32B: 96 prompts x 8
+#: samples a step, 6 steps), as ``tail_table`` reads it (docs/results.md, "The world").
 REAL_RUN_TAIL = {
     "over_2x_median": 0.107,
     "over_2.5x_median": 0.062,
@@ -202,15 +168,9 @@ TAIL_GROUP_SIZE = 8
 
 
 def tail_table(groups: Iterable[Iterable[float]], group_size: int = TAIL_GROUP_SIZE) -> dict:
-    """The length-tail statistics of ``REAL_RUN_TAIL`` for completions grouped by prompt.
-
-    Each group is cut into disjoint blocks of ``group_size`` completions (a group of 16
-    gives two groups of 8: completions of one prompt are i.i.d.), so every world is read at
-    the real run's group size; smaller groups are left out. Shares of completions above k x
-    their block's median, shares of blocks whose max/median exceeds k, the pooled
-    within-block sd of log length and the share of log-length variance between blocks.
-    Zero-length rows count as one token.
-    """
+    """The statistics of ``REAL_RUN_TAIL`` for completions grouped by prompt, each group cut
+    into disjoint blocks of ``group_size`` (smaller groups left out); zero-length rows count
+    as one token."""
     blocks = [
         b
         for g in as_groups(groups)

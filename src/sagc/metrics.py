@@ -1,8 +1,5 @@
-"""Stable names of the per-step metrics that the trainer logs to W&B.
-
-The trainer (``sagc.train``) writes them, the aggregation (``sagc.aggregate``) reads them:
-change a name here and both sides follow. One W&B history row per *rollout* step; what
-each metric means: docs/trainer.md ("What a step logs").
+"""Names of the per-step metrics the trainer logs to W&B and the aggregation reads; what each
+means: docs/trainer.md ("What a step logs").
 """
 
 STEP = "step"
@@ -15,18 +12,13 @@ POSTERIOR_MEAN_PREFIX = "sagc/posterior_mean/g"
 
 ROLLOUT_SECONDS = "time/rollout_s"
 WEIGHT_SYNC_SECONDS = "time/weight_sync_s"
-#: CPU work of the generation call beside decoding: tokenizing the prompts, cutting rows at
-#: the stop strings, decoding them to text. It grows with total tokens, not the longest row,
-#: so it is kept out of the rollout time.
+#: CPU work of the generation call beside decoding (kept out of the rollout time).
 POSTPROCESS_SECONDS = "time/rollout_postprocess_s"
-#: With several processes, a rank that finished generating waits for the slowest one at
-#: TRL's first gather: that wait is timed apart, so post-processing is CPU work alone.
+#: A rank's wait for the slowest one at TRL's first gather.
 GATHER_WAIT_SECONDS = "time/gather_wait_s"
-#: vLLM sleep mode frees the KV cache after each generation and maps it again before the
-#: next: engine work, not decoding.
+#: vLLM sleep mode's remapping of the KV cache before a generation.
 VLLM_WAKE_SECONDS = "time/vllm_wake_s"
-#: Sleep mode discards vLLM's weights after every generation, so each DAPO refill round
-#: pushes the whole policy again: a cost of sleep mode, not of the rollout.
+#: The weight pushes of DAPO refill rounds (sleep mode discards vLLM's weights).
 REFILL_SYNC_SECONDS = "time/refill_sync_s"
 STEP_SECONDS = "time/step_s"
 STEP_NO_REFILL_SYNC_SECONDS = "time/step_no_refill_sync_s"
@@ -34,8 +26,7 @@ WALLCLOCK_SECONDS = "time/wallclock_s"
 CPU_SECONDS = "time/cpu_s"
 CPU_TOTAL_SECONDS = "time/cpu_total_s"
 
-#: The deterministic per-step costs: name in ``done.json``'s history -> W&B metric. They are
-#: functions of the step's rollouts (lengths and shapes), never of the machine's speed.
+#: The machine-independent per-step costs: name in ``done.json``'s history -> W&B metric.
 COST = {
     "decode_steps": "cost/decode_steps",
     "padded_tokens": "cost/padded_tokens",
@@ -89,8 +80,6 @@ CELL_KEYS = ("config_name", "model", "algorithm", "sizing", "seed")
 
 
 def in_second_half(step, last_step):
-    """Whether a step counts for a "second-half" statistic (the paper's budget reads the
-    straggler rate over the second half of training): ``step > last_step / 2``. Takes
-    numbers or arrays (numpy, pandas) alike; the trainer's done.json and the aggregation
-    both select with it."""
+    """Whether a step counts for a "second-half" statistic: ``step > last_step / 2``, for
+    numbers or arrays alike."""
     return step > last_step / 2

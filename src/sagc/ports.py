@@ -6,8 +6,7 @@ import socket
 
 
 def free_port() -> int:
-    """A port the OS reports free now (bound to port 0 and released): ports are drawn from
-    the ephemeral range, so two jobs started together do not pick the same one."""
+    """A port the OS reports free now (bound to port 0 and released)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]

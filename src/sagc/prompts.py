@@ -1,10 +1,5 @@
-"""A seeded, resumable stream of prompt indices: where every step's prompts come from.
-
-With a G that changes per step, a rollout budget and dynamic sampling, the prompts a step
-consumes are known only while it runs, so the trainer (and the prompt-aware simulator)
-draws them from this stream instead of TRL's fixed-G sampler. It sits below the controller,
-the trainer and the prompt-aware package because all of them name it. Order, state and
-resume: docs/trainer.md ("The prompt stream").
+"""A seeded, resumable stream of prompt indices: where every step's prompts come from
+(docs/trainer.md, "The prompt stream").
 """
 
 from __future__ import annotations
@@ -43,8 +38,7 @@ class PromptStream:
             self.pos += m
         return out
 
-    # What a schedule that learns from lengths overrides (tail batching): the plain order
-    # learns nothing and has no long rounds.
+    # Overridden by a schedule that learns from lengths (tail batching).
     round_long = False
 
     def observe(self, prompts: list[int], lengths: list) -> None:

@@ -1,9 +1,6 @@
-"""The paper's reward functions for any task with a boxed final answer (the tiny world,
-a math set), in TRL's signature ``fn(prompts, completions, **kw)``.
-
-``correctness_reward`` and ``format_reward`` are indicators (1.0 or 0.0) that never raise on
-model output; their scale is the config's weight. What each checks and the weights:
-src/sagc/tiny/README.md ("Rewards").
+"""The paper's reward functions for a task with a boxed final answer, in TRL's signature
+``fn(prompts, completions, **kw)``: indicators that never raise on model output
+(src/sagc/tiny/README.md, "Rewards").
 """
 
 from __future__ import annotations
@@ -54,9 +51,7 @@ def is_well_formed(text: str | None) -> bool:
     """Exactly one non-empty ``\\boxed{}``, which closes the completion."""
     if not isinstance(text, str) or text.count("\\boxed{") != 1:
         return False
-    if not _BOXED_AT_END.search(text):
-        return False
-    return bool(extract_boxed(text))
+    return bool(_BOXED_AT_END.search(text)) and bool(extract_boxed(text))
 
 
 def format_reward(prompts: Sequence | None, completions: Sequence, **kwargs) -> list[float]:

@@ -1,10 +1,5 @@
-"""Settings declared once on a frozen dataclass, and what is derived from the declarations.
-
-Each field of a user-built config class (``SAGCConfig(tau=2.5)``) states its type, range and
-one-line description once, as ``Annotated`` metadata; the value check (``check``) and the
-pipeline schema's block (``block_model``) are derived from it, never restated.
-
-The declaration form and what is derived: docs/architecture.md, "Settings declared once".
+"""Settings declared once on a frozen dataclass, and the value check and schema block derived
+from the declarations (docs/architecture.md, "Settings declared once").
 """
 
 from __future__ import annotations
@@ -58,11 +53,8 @@ def check(config: Any, prefix: str) -> None:
 def block_model(
     cls: type, name: str, base: type[BaseModel] = BaseModel, exclude: tuple[str, ...] = (), doc: str | None = None
 ) -> type[BaseModel]:
-    """The config block of the settings class ``cls`` as a pydantic model (for a JSON schema):
-    each declared field with its type, range and description, every key optional with
-    default ``None`` (the key stays absent and the class's default applies). A field that
-    holds another settings class contributes that class's keys in its place; ``exclude``
-    drops keys the block does not state (``seed``: the pipeline seeds each cell)."""
+    """The config block of the settings class ``cls`` as a pydantic model: every key optional
+    (default ``None``), a nested settings class's keys in its place, ``exclude`` left out."""
     fields: dict[str, Any] = {}
 
     def add(c: type) -> None:

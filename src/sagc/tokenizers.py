@@ -1,12 +1,8 @@
 """Loading and saving a model folder's tokenizer: the one loader training and evaluation use.
 
-A folder saved as the tiny world's tokenizer (``tokenizer_class: PreTrainedTokenizerFast``
-with its eos/pad tokens) is rebuilt by ``sagc.tiny.tokenizer`` from its ``tokenizer.json``:
-``AutoTokenizer`` would swap in a ``Qwen2Tokenizer`` with another pre-tokenizer for a
-``qwen2`` folder (other token counts; ``docs/library-notes.md``). Any other folder saved as
-``PreTrainedTokenizerFast`` loads as exactly that class; everything else (real Qwen / Llama
-checkpoints, hub ids) goes through ``AutoTokenizer``. A tokenizer without a pad token pads
-with eos (batched generation needs one).
+The tiny world's tokenizer is rebuilt by ``sagc.tiny.tokenizer`` (``AutoTokenizer`` would swap
+the pre-tokenizer of a ``qwen2`` folder: docs/library-notes.md); a folder saved as
+``PreTrainedTokenizerFast`` loads as that class; anything else goes through ``AutoTokenizer``.
 """
 
 from __future__ import annotations
@@ -39,7 +35,7 @@ def is_tiny_tokenizer(folder: str | Path) -> bool:
 def load_tokenizer(
     source: str | Path, *, revision: str | None = None, trust_remote_code: bool = False, padding_side: str | None = None
 ):
-    """The tokenizer of a model folder or hub id (see the module docstring)."""
+    """The tokenizer of a model folder or hub id; one without a pad token pads with eos."""
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
     folder = Path(source)

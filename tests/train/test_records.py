@@ -25,8 +25,8 @@ G = 4
 
 def _call(prompts, lengths) -> GenerateCall:
     """The generate call of one round: G rows per prompt, in group order."""
-    prompt_rows = [ids for ids in prompts for _ in range(G)]
-    return GenerateCall.of(prompt_rows, [[0] * n for group in lengths for n in group])
+    prompt_lengths = [len(ids) for ids in prompts for _ in range(G)]
+    return GenerateCall.of_lengths(prompt_lengths, [n for group in lengths for n in group])
 
 
 def _finished_step(dynamic_sampling=True) -> StepResult:

@@ -1,7 +1,4 @@
-"""The aggregation as one call (what ``python -m sagc.aggregate`` runs): grid -> collected
-runs -> tables and figures; missing cells raise ``MissingCellsError`` before anything is
-written unless partial tables are allowed (then ``missing.json`` lists them).
-"""
+"""The aggregation as one call (what ``python -m sagc.aggregate`` runs)."""
 
 from __future__ import annotations
 
@@ -14,7 +11,6 @@ from sagc.aggregate.errors import MissingCellsError
 from sagc.aggregate.grid import ResultGrid
 from sagc.aggregate.reader import RunReader
 
-#: The list of incomplete cells, written next to the tables (empty object when complete).
 MISSING_FILE = "missing.json"
 
 
@@ -28,10 +24,8 @@ class AggregateResult:
 
 def aggregate(grid: ResultGrid, allow_partial: bool | None = None, reader: RunReader | None = None,
               figures: bool = True) -> AggregateResult:  # fmt: skip
-    """Write the tables (``grid.tables_dir``) and figures (``grid.figures_dir``).
-
-    ``allow_partial`` overrides the grid's ``allow_partial`` when given.
-    """
+    """Write the tables and figures; missing cells raise ``MissingCellsError`` before anything is
+    written unless partial tables are allowed (``allow_partial`` overrides the grid's when given)."""
     from sagc.aggregate.figures import write_figures
     from sagc.aggregate.tables import write_tables
 

@@ -1,8 +1,5 @@
-"""Gather every cell's run and evaluation summary, and say exactly what is missing (per cell,
-in words); corrupt or damaged input raises at once, naming the file.
-
-When a cell is complete, and what counts as damaged: docs/aggregation.md.
-"""
+"""Gather every cell's run and evaluation summary, and say what is missing (docs/aggregation.md,
+"Complete, missing, damaged")."""
 
 from __future__ import annotations
 
@@ -16,11 +13,11 @@ from sagc.aggregate.grid import BaseModelOutputs, CellOutputs, ResultGrid
 from sagc.aggregate.reader import OfflineReader, RunData, RunReader, make_reader
 from sagc.aggregate.stats import cell_stats, missing_metrics
 
-#: The file the trainer writes into the cell's train_dir when training is complete.
+#: Written into the cell's train_dir by the trainer when training is complete.
 DONE_FILE = "done.json"
 
-#: Numeric fields of each task in an evaluation summary (see docs/architecture.md); its
-#: ``pass_at_k`` curve is read as ``pass_at_n``, pass@k at k = samples_per_problem.
+#: Numeric fields of each task in an evaluation summary (docs/architecture.md); its ``pass_at_k``
+#: curve is read as ``pass_at_n``, at k = samples_per_problem.
 EVAL_FIELDS = (
     "accuracy",
     "accuracy_stderr",
@@ -66,8 +63,7 @@ class Collected:
 
 
 def read_eval_summary(path: str | Path) -> dict[str, dict[str, float]]:
-    """The ``tasks`` mapping of an evaluation summary, validated: ``ValueError`` naming the file
-    and key when the JSON does not have the documented shape."""
+    """The validated ``tasks`` mapping of an evaluation summary (``ValueError`` naming the file and key)."""
     path = Path(path)
     try:
         raw = json.loads(path.read_text())
@@ -125,26 +121,18 @@ def _collect_cell(cell: CellOutputs, reader: RunReader, grid: ResultGrid) -> Cel
 
 
 def _read_eval(result: CellResult | BaseResult, path: Path) -> None:
-    """Read the evaluation summary at ``path`` into ``result``, or note it as missing."""
     if Path(path).is_file():
         result.eval = read_eval_summary(path)
     else:
         result.missing.append(f"evaluation summary not found: {path}")
 
 
-def rerun_command(cell: CellOutputs) -> str:
-    """The command that trains ``cell`` again from scratch, then its evaluation and the
-    tables (docs/running.md, "Rerunning")."""
-    return f"snakemake --cores all -R {Path(cell.train_dir) / DONE_FILE} (with the run's --configfile)"
-
-
 def _check_not_damaged(cell: CellOutputs, run: RunData) -> None:
-    """Raise ``DamagedRunError`` when the run file of a finished cell lost its end."""
     done = Path(cell.train_dir) / DONE_FILE
     try:
         steps = json.loads(done.read_text()).get("steps")
     except (OSError, json.JSONDecodeError, AttributeError):
-        steps = None  # done.json's own shape is the trainer's business; the count is a bonus
+        steps = None  # done.json's shape is the trainer's business; the count is a bonus
     logged = int(run.history[metrics.STEP].max()) if not run.history.empty else 0
     short = isinstance(steps, int) and logged < steps
     if not (run.tail_truncated or short):
@@ -154,7 +142,8 @@ def _check_not_damaged(cell: CellOutputs, run: RunData) -> None:
     reason = (
         f"training finished ({done}{counted}) but this file {end} after step {logged}: damage, not an unfinished run"
     )
-    raise DamagedRunError(run.sources[-1], cell.id, reason, rerun_command(cell))
+    rerun = f"snakemake --cores all -R {done} (with the run's --configfile)"  # docs/running.md, "Rerunning"
+    raise DamagedRunError(run.sources[-1], cell.id, reason, rerun)
 
 
 def collect(grid: ResultGrid, reader: RunReader | None = None) -> Collected:

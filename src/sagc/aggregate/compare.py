@@ -1,9 +1,4 @@
-"""Does a headline replicate? Compare two runs' estimates, claim by claim.
-
-    python -m sagc.aggregate.compare results/default results/replicate
-
-The statistics and ``--strict``: docs/aggregation.md, "Comparing two runs".
-"""
+"""Does a headline replicate? Compare two runs' estimates, claim by claim."""
 
 from __future__ import annotations
 
@@ -19,7 +14,6 @@ from scipy import stats
 KEY = ["family", "model", "algorithm", "controller", "reference", "claim"]
 COLUMNS = KEY + ["id", "verdict", "estimate", "low", "high", "null", "scale", "seeds", "strata", "sd", "se", "df",
                  "p", "p_holm"]  # fmt: skip
-#: Level of the difference's interval and of the prediction interval.
 LEVEL = 0.95
 
 
@@ -46,10 +40,8 @@ def _test_scale(frame: pd.DataFrame, side: str) -> pd.Series:
 
 
 def compare(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
-    """One row per claim of either side: both sides' columns (suffixes ``_a``, ``_b``), the
-    difference ``diff`` (test scale) with ``diff_low``/``diff_high`` and its ``df``,
-    ``consistent`` (B in A's prediction interval; NaN where either side has no standard
-    error) and ``agree`` (the verdicts)."""
+    """One row per claim of either side (suffixes ``_a``, ``_b``) with the difference B - A on the test
+    scale, ``consistent`` (B in A's prediction interval; NaN without standard errors) and ``agree``."""
     both = a.merge(b, on=KEY, how="outer", suffixes=("_a", "_b"), indicator=True)
     both["present"] = both.pop("_merge").map({"both": "both", "left_only": "a only", "right_only": "b only"})
     diff = _test_scale(both, "b") - _test_scale(both, "a")

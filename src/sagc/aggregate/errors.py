@@ -17,9 +17,7 @@ class CorruptRunFileError(ValueError):
 
 
 class DamagedRunError(CorruptRunFileError):
-    """The W&B run file of a cell that finished training lost its end: damage (a disk,
-    copy or sync problem), not an unfinished run. The message names the file, the cell
-    and the command that trains the cell again."""
+    """The run file of a cell that finished training lost its end (damage, not an unfinished run)."""
 
     kind = "damaged"
 
@@ -29,10 +27,7 @@ class DamagedRunError(CorruptRunFileError):
 
 
 class MissingCellsError(RuntimeError):
-    """Cells of the grid are missing or unfinished and the grid does not allow partial tables.
-
-    ``missing`` maps each cell id to the list of what is missing for it.
-    """
+    """Cells are missing or unfinished and partial tables are not allowed; ``missing``: cell id -> reasons."""
 
     def __init__(self, missing: dict[str, list[str]]):
         self.missing = dict(missing)

@@ -1,8 +1,4 @@
-"""The paper's figures (seaborn on matplotlib's Agg backend), each as PNG and PDF, the same
-bytes on the same data; a figure without data still exists, saying so.
-
-Sizes, colours and what each figure draws: docs/aggregation.md, "Figures".
-"""
+"""The paper's figures, each as PNG and PDF, the same bytes on the same data (docs/aggregation.md, "Figures")."""
 
 from __future__ import annotations
 
@@ -89,10 +85,8 @@ def _marker(colour: str, marker: str = "o") -> Line2D:
     return Line2D([], [], color=colour, marker=marker, linestyle="", markersize=5)
 
 
-def _legend_on_top(fig, axes, entries: list[tuple[str, Line2D]] | None = None,
-                   title: str | None = None) -> None:  # fmt: skip
-    """One legend above the panels instead of seaborn's per-axes ones, from hand-built
-    (label, handle) ``entries``: exactly the sizings (or candidates, tasks), no sub-titles."""
+def _legend_on_top(fig, axes, entries: list[tuple[str, Line2D]]) -> None:
+    """One legend of (label, handle) ``entries`` above the panels instead of seaborn's per-axes ones."""
     for ax in axes:
         if ax.get_legend() is not None:
             ax.get_legend().remove()
@@ -101,7 +95,7 @@ def _legend_on_top(fig, axes, entries: list[tuple[str, Line2D]] | None = None,
         most = 7 if fig.get_figwidth() > COLUMN_IN else 4
         ncol = len(entries) if len(entries) <= most else math.ceil(len(entries) / math.ceil(len(entries) / most))
         fig.legend([h for _, h in entries], [lab for lab, _ in entries], loc="lower center",
-                   bbox_to_anchor=(0.5, 1.0), ncol=ncol, frameon=False, title=title,
+                   bbox_to_anchor=(0.5, 1.0), ncol=ncol, frameon=False,
                    handlelength=1.6, columnspacing=1.0)  # fmt: skip
 
 
@@ -109,20 +103,14 @@ def _sizing_entries(pal: dict[str, str]) -> list[tuple[str, Line2D]]:
     return [(s, _line(c)) for s, c in pal.items()]
 
 
-# --------------------------------------------------------------------------- figures
-
-
 def _palette(collected: Collected, shown) -> dict[str, str]:
-    """Sizing -> colour of the sizings ``shown``, from a palette over every sizing of the grid
-    (so a sizing has the same colour in every figure)."""
+    """Sizing -> colour of the sizings ``shown``, from the palette of the whole grid."""
     present = set(shown)
     return {s: c for s, c in palette(c.sizing for c in collected.grid.cells).items() if s in present}
 
 
 def controller_deltas(collected: Collected) -> dict[str, float]:
-    """The straggler budget δ of each controller sizing of the complete cells, from the
-    run config (``config.sizing.<block>.delta``, the block of the sizing's policy; the
-    policy config's default when unset). Policies without a ``delta`` have no line."""
+    """Controller sizing -> its straggler budget δ, from the run config (the policy's default when unset)."""
     deltas: dict[str, float] = {}
     for r in collected.cells:
         if not r.complete or r.run is None or fixed_group_size(r.cell.sizing) is not None:
@@ -138,9 +126,7 @@ def controller_deltas(collected: Collected) -> dict[str, float]:
 
 
 def straggler_rate_figure(collected: Collected):
-    """Straggler rate (%) by sizing, grouped by model x algorithm: bars are the mean over
-    seeds, whiskers the std over seeds, dots the seeds; dashed lines mark each controller's
-    straggler budget δ."""
+    """Straggler rate (%) by sizing per model x algorithm: mean, std and seeds, with each controller's δ."""
     rows = [
         {
             "panel": _panel(r.cell.model, r.cell.algorithm),
@@ -162,8 +148,7 @@ def straggler_rate_figure(collected: Collected):
     sns.barplot(palette=pal, saturation=1.0, errorbar="sd", capsize=0.1, err_kws={"linewidth": 0.8},
                 **common)  # fmt: skip
     if df.groupby(["panel", "sizing"]).size().max() > 1:
-        # No jitter: seaborn's draws from the global random state, and a figure must be
-        # the same bytes on the same data.
+        # No jitter: seaborn's draws from the global random state.
         sns.stripplot(palette={s: "black" for s in pal}, dodge=True, size=2.0, jitter=False, alpha=0.7,
                       legend=False, **common)  # fmt: skip
     entries = [(s, Patch(color=c)) for s, c in pal.items()]
@@ -184,24 +169,11 @@ def straggler_rate_figure(collected: Collected):
 
 def _controller_frame(collected: Collected) -> pd.DataFrame:
     df = history_frame(collected)
-    if df.empty:
-        return df
-    return df[df["sizing"].map(fixed_group_size).isna()]
-
-
-def _log2_group_axis(ax, sizes) -> None:
-    """G on a log2 axis, ticks at the group sizes that occur."""
-    ax.set_yscale("log", base=2)
-    ax.set_yticks(sizes)
-    ax.set_yticklabels([str(g) for g in sizes])
-    ax.yaxis.set_minor_locator(NullLocator())
-    ax.set_ylim(min(sizes) / 2**0.25, max(sizes) * 2**0.25)
+    return df if df.empty else df[df["sizing"].map(fixed_group_size).isna()]
 
 
 def group_size_figure(collected: Collected):
-    """SAGC's G over training steps (top row, log2 axis shared by all panels) and its dual
-    variable λ (bottom row, shared axis), one column per model x algorithm. Thin lines are
-    single seeds; with several seeds the thick line is their mean (geometric for G)."""
+    """SAGC's G (log2 axis) and dual variable λ over training steps, one column per model x algorithm."""
     df = _controller_frame(collected)
     if df.empty:
         return _placeholder("no complete SAGC (controller) cell in this grid")
@@ -235,15 +207,19 @@ def group_size_figure(collected: Collected):
         ax_l.set_ylabel("dual variable λ" if j == 0 else "")
         ax_l.set_xlabel("training step")
     sizes = sorted(set(df[metrics.GROUP_SIZE].dropna().round().astype(int)))
-    if sizes:
-        _log2_group_axis(axes[0, 0], sizes)  # shared: one call sets the whole row
+    if sizes:  # a log2 axis with ticks at the sizes that occur; shared, so the first sets the row
+        ax = axes[0, 0]
+        ax.set_yscale("log", base=2)
+        ax.set_yticks(sizes)
+        ax.set_yticklabels([str(g) for g in sizes])
+        ax.yaxis.set_minor_locator(NullLocator())
+        ax.set_ylim(min(sizes) / 2**0.25, max(sizes) * 2**0.25)
     _legend_on_top(fig, list(axes.flat), _sizing_entries(pal))
     return fig
 
 
 def posterior_figure(collected: Collected):
-    """SAGC's posterior mean straggler risk p(G) per candidate G over training steps
-    (mean over seeds, band: std over seeds), one panel per model x algorithm x controller."""
+    """SAGC's posterior mean straggler risk p(G) per candidate G over training steps."""
     df = _controller_frame(collected)
     prefix = metrics.POSTERIOR_MEAN_PREFIX
     cols = sorted((c for c in df.columns if c.startswith(prefix)), key=lambda c: int(c[len(prefix) :]))
@@ -266,20 +242,12 @@ def posterior_figure(collected: Collected):
         ax.set_ylim(0, 1)
         ax.set_xlabel("training step")
         ax.set_ylabel("posterior mean p(G)")
-    _legend_on_top(fig, axes, [(c, _line(col)) for c, col in pal.items()])
+    _legend_on_top(fig, axes, _sizing_entries(pal))
     return fig
 
 
-def smoothing_window(n_steps: int) -> int:
-    """Steps in the centred rolling mean of the reward curves: about a tenth of the run,
-    at least 3 (an odd number, so the window is centred on a step)."""
-    w = max(3, round(n_steps / 10))
-    return w if w % 2 else w + 1
-
-
 def _seed_band(runs: list[tuple[np.ndarray, np.ndarray]], points: int = 200):
-    """Seeds' curves (x ascending) on one x grid over the range all of them cover:
-    (x, mean, std); std is None for a single seed."""
+    """(x, mean, std) of the seeds' curves over the x range all cover; std None for one seed."""
     if len(runs) == 1:
         x, y = runs[0]
         return x, y, None
@@ -293,15 +261,14 @@ def _seed_band(runs: list[tuple[np.ndarray, np.ndarray]], points: int = 200):
 
 
 def reward_vs_time_figure(collected: Collected):
-    """Training reward against wall-clock time, all sizings overlaid, one panel per model x
-    algorithm. Each seed's reward is smoothed with a centred rolling mean over steps; with
-    several seeds the line is their mean and the band ±1 std over seeds, both over the time
-    range every seed covers."""
+    """Smoothed training reward against wall-clock time, band ±1 std over seeds."""
     df = history_frame(collected)
     if df.empty:
         return _placeholder("no complete training cell")
     pal = _palette(collected, df["sizing"])
-    window = smoothing_window(int(df.groupby(["panel", "sizing", "seed"]).size().max()))
+    # The centred rolling mean's window: about a tenth of the run, at least 3, odd (centred on a step).
+    window = max(3, round(int(df.groupby(["panel", "sizing", "seed"]).size().max()) / 10))
+    window = window if window % 2 else window + 1
     panels = list(dict.fromkeys(df["panel"]))
     fig, axes = _grid_axes(len(panels))
     for ax, panel in zip(axes, panels):
@@ -333,8 +300,7 @@ def reward_vs_time_figure(collected: Collected):
 
 
 def length_ratio_figure(collected: Collected):
-    """Max/median completion length ratio over training steps, one line per sizing and
-    seed, with the straggler threshold τ."""
+    """Max/median completion length ratio over training steps, with the straggler threshold τ."""
     df = history_frame(collected)
     if df.empty:
         return _placeholder("no complete training cell")
@@ -367,9 +333,8 @@ _DODGE_PT = 5.5
 
 
 def _accuracy_rows(collected: Collected) -> pd.DataFrame:
-    """Per panel x (sizing or base) x task: accuracy and output length, mean over seeds,
-    with ±1 standard error: over seeds when there are several, else lm-eval's own (binomial)
-    standard error of the accuracy."""
+    """Per panel x (sizing or base) x task: accuracy and output length, mean and standard error over
+    seeds (lm-eval's standard error for one seed)."""
 
     def rows_of(model: str, panel: str, label: str, evals: dict) -> list[dict]:
         return [{"model": model, "panel": panel, "label": label, "task": task, "acc": v["accuracy"] * 100,
@@ -401,9 +366,7 @@ def _accuracy_rows(collected: Collected) -> pd.DataFrame:
 
 
 def _dodge_offsets(ax, xs, ys) -> np.ndarray:
-    """Horizontal offsets (points) that put points which would hide each other side by
-    side: points within ``_OVERLAP_PT`` of each other on the axes form a cluster, spread
-    symmetrically. The data are unchanged; only the marker moves."""
+    """Horizontal offsets (points) that spread clusters of points within ``_OVERLAP_PT`` side by side."""
     pts = ax.transData.transform(np.column_stack([xs, ys])) * 72.0 / ax.figure.dpi
     _, labels = connected_components(cdist(pts, pts) < _OVERLAP_PT, directed=False)
     offsets = np.zeros(len(pts))
@@ -414,9 +377,7 @@ def _dodge_offsets(ax, xs, ys) -> np.ndarray:
 
 
 def accuracy_vs_length_figure(collected: Collected):
-    """Downstream accuracy against mean output length, one panel per model x algorithm (with its
-    base model, grey): colour = sizing, marker = benchmark, mean over seeds ±1 standard error
-    (``_accuracy_rows``); points that would hide each other are drawn side by side."""
+    """Downstream accuracy against mean output length: colour = sizing, marker = benchmark."""
     df = _accuracy_rows(collected)
     if df.empty:
         return _placeholder("no evaluation summary of a complete cell")
@@ -455,7 +416,6 @@ def accuracy_vs_length_figure(collected: Collected):
     return fig
 
 
-# Keyed by the names in ``sagc.aggregate.outputs.FIGURE_NAMES`` (checked below).
 FIGURES: dict[str, Callable[[Collected], plt.Figure]] = {
     "straggler_rate": straggler_rate_figure,
     "sagc_group_size": group_size_figure,
@@ -480,7 +440,7 @@ def save(fig, directory: Path, name: str) -> list[Path]:
 
 
 def write_figures(collected: Collected, directory: str | Path | None = None) -> list[Path]:
-    """Draw and write every figure to ``directory`` (the grid's ``figures_dir``)."""
+    """Draw and write every figure to ``directory`` (default: the grid's ``figures_dir``)."""
     directory = Path(directory if directory is not None else collected.grid.figures_dir)
     paths = []
     with sns.axes_style("whitegrid"), plt.rc_context(_RC):

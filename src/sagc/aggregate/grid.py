@@ -1,8 +1,4 @@
-"""The grid description the pipeline hands to the aggregation (a JSON file); unknown keys are
-rejected and relative paths resolve against ``root``.
-
-The file's shape with every key: docs/aggregation.md, "The grid file".
-"""
+"""The grid description the pipeline hands to the aggregation (docs/aggregation.md, "The grid file")."""
 
 import json
 from pathlib import Path
@@ -28,8 +24,7 @@ RootedPath = Annotated[Path, AfterValidator(_under_root)]
 
 
 class CellOutputs(Section):
-    """Where one training cell's outputs are (its run folder and evaluation summary), with the
-    cell it is (model x algorithm x sizing x seed) and the rollout steps it must have logged."""
+    """Where one training cell's outputs are, and the rollout steps it must have logged."""
 
     id: Text
     model: Text
@@ -49,8 +44,7 @@ class BaseModelOutputs(Section):
 
 
 class WandbSource(Section):
-    """Where the runs are read: the cells' run files (offline) or the W&B API (online, which
-    needs the entity, project and group)."""
+    """Where the runs are read: the cells' run files (offline) or the W&B API (online)."""
 
     source: OneOf(SOURCES) = "offline"
     entity: Text | None = None
@@ -66,8 +60,7 @@ class WandbSource(Section):
 
 
 class ResultGrid(Section):
-    """The grid file (module docstring): every cell's and base model's outputs, where the
-    tables and figures go, and how they are computed."""
+    """The grid file: every cell's and base model's outputs, where the outputs go, how they are computed."""
 
     name: Text
     cells: Annotated[
@@ -81,15 +74,9 @@ class ResultGrid(Section):
     last_k: PositiveInt = Field(5, description="final reward = mean of the last k steps")
     allow_partial: Flag = Field(False, description="mark missing cells instead of failing")
     tau: Number(gt=0.0) | None = Field(None, description="straggler threshold, drawn in figures")
-    delta: Number(gt=0.0, lt=1.0) | None = Field(
-        None, description="straggler budget that picks the best static G from the base models' reports"
-    )
-    budgets: dict[str, Number(gt=0.0, lt=1.0)] = Field(
-        default_factory=dict, description="controller sizing -> the budget delta it keeps (its claim)"
-    )
-    straggler_reports: dict[str, RootedPath] = Field(
-        default_factory=dict, description="model -> the base model's straggler report (stragglers.json)"
-    )
+    delta: Number(gt=0.0, lt=1.0) | None = Field(None, description="budget that picks the best static G")
+    budgets: dict[str, Number(gt=0.0, lt=1.0)] = Field(default_factory=dict, description="controller -> its delta")
+    straggler_reports: dict[str, RootedPath] = Field(default_factory=dict, description="model -> stragglers.json")
     claims: Registration = Field(default_factory=Registration, description="the pre-registered claims")
 
     @model_validator(mode="after")
@@ -114,10 +101,15 @@ def fixed_sizes(sizings) -> list[tuple[int, str]]:
     return sorted((fixed_group_size(s), s) for s in sizings if fixed_group_size(s) is not None)
 
 
+def reference_sizing(sizings) -> str | None:
+    """The largest fixed G among ``sizings`` (the speed-up reference), None if none."""
+    fixed = fixed_sizes(sizings)
+    return fixed[-1][1] if fixed else None
+
+
 def controller_problem(controller: str, sizings) -> str | None:
-    """Why ``claims.controller`` cannot be the primary family's controller for a grid of
-    ``sizings``, or None. A grid without any controller (a world check) has no family; a
-    grid with controllers must name one of them (a typo would silently drop the family)."""
+    """Why ``claims.controller`` cannot be the primary family's controller for ``sizings``, or None:
+    a grid with controllers must name one of them (a typo would silently drop the family)."""
     sizings = list(dict.fromkeys(sizings))
     controllers = [s for s in sizings if fixed_group_size(s) is None]
     if controllers and controller not in controllers:
@@ -129,7 +121,7 @@ def controller_problem(controller: str, sizings) -> str | None:
 
 
 def parse_grid(raw: Any, root: str | Path = ".", source: str = "grid") -> ResultGrid:
-    """Validate a grid dict (see the module docstring); ``source`` names it in errors."""
+    """Validate a grid dict; ``source`` names it in errors."""
     if not isinstance(raw, dict):
         raise ValueError(f"{source}: the grid must be a JSON object, got {type(raw).__name__}")
     try:

@@ -1,8 +1,5 @@
-"""The fixed names of the files the aggregation writes (for Snakemake rule outputs).
-
-Deliberately free of heavy imports: a Snakefile can ``from sagc.aggregate.outputs import
-table_outputs, figure_outputs`` at parse time without loading pandas, wandb or matplotlib.
-"""
+"""The fixed names of the files the aggregation writes; free of heavy imports, so the Snakefile
+can import it at parse time."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""Seed-level intervals: a training run is the unit of every interval in the tables.
-
-One paired number per seed, Student's t over seeds or pooled over strata; a tie on every
-seed is *untestable*. Why seeds, why paired, the formulas: docs/aggregation.md, "Seed-level
-intervals".
-"""
+"""Seed-level intervals and the power of their t tests: a training run is the unit of every interval
+(docs/aggregation.md, "Seed-level intervals", "Power")."""
 
 from __future__ import annotations
 
@@ -14,10 +10,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
-from scipy import stats
+from scipy import optimize, stats
 
 from sagc import metrics
-from sagc.aggregate.power import detectable_distance
 from sagc.evaluate.scoring import METRIC
 from sagc.io import read_jsonl
 
@@ -29,10 +24,8 @@ POWER = 0.8
 
 @dataclass(frozen=True)
 class Interval:
-    """A point estimate with its ``LEVEL`` interval over ``n`` seeds (in ``strata`` strata),
-    the two-sided ``p`` against ``null`` (NaN: untestable), the seeds' ``sd``, ``se`` and
-    ``df``. ``log``: computed on the log scale and shown exponentiated (speed-ups); ``sd`` and
-    ``se`` stay on the log scale."""
+    """An estimate with its ``LEVEL`` interval over ``n`` seeds and two-sided ``p`` against ``null`` (NaN:
+    untestable). ``log``: shown exponentiated (speed-ups), ``sd`` and ``se`` stay on the log scale."""
 
     estimate: float
     low: float
@@ -51,7 +44,7 @@ class Interval:
         return math.isfinite(self.p)
 
     def clipped(self, low: float, high: float) -> Interval:
-        """The interval cut to a parameter's range (a rate's interval ends inside [0, 1])."""
+        """The interval cut to a parameter's range."""
         return replace(self, low=max(self.low, low), high=min(self.high, high))
 
     def text(self, fmt: str = ".3f", scale: float = 1.0, suffix: str = "") -> str:
@@ -61,9 +54,7 @@ class Interval:
         return f"{f(self.estimate)}{suffix} [{f(self.low)}, {f(self.high)}]"
 
     def mde(self, alpha: float = 1 - LEVEL, power: float = POWER) -> float:
-        """The smallest true effect (distance from ``null``, in the shown units; for a
-        log-scale interval, the speed-up factor) that a two-sided t test at ``alpha`` with
-        this interval's standard error and degrees of freedom detects with ``power``."""
+        """The smallest true distance from ``null`` (shown units) a t test at ``alpha`` detects with ``power``."""
         effect = detectable_distance(self.se, self.df, alpha, power)
         return math.exp(effect) if self.log and math.isfinite(effect) else effect
 
@@ -78,9 +69,8 @@ def _tied(sd: float, mean: float) -> bool:
 
 
 def seed_interval(values: Sequence[float], null: float = 0.0) -> Interval:
-    """Mean of per-seed ``values`` with its t interval (S - 1 degrees of freedom) and the
-    two-sided p-value against ``null``. NaN values (a seed without the statistic) drop out.
-    Every seed equal: a point interval, p NaN (untestable)."""
+    """Mean of per-seed ``values`` (NaN drops out) with its t interval and p against ``null``; every
+    seed equal: a point interval, p NaN (untestable)."""
     x = _clean(values)
     n = int(x.size)
     if n == 0:
@@ -98,9 +88,7 @@ def seed_interval(values: Sequence[float], null: float = 0.0) -> Interval:
 
 
 def pooled_interval(strata: Sequence[Sequence[float]], null: float = 0.0) -> Interval:
-    """One estimate over K strata (model x algorithm pairs) of per-seed paired values: a
-    stratified paired t, each stratum weighing the same, with the pooled within-stratum spread
-    (formula: docs/aggregation.md, "Seed-level intervals"). No df or no spread: p NaN."""
+    """One estimate over strata of per-seed values, a stratified paired t (docs/aggregation.md)."""
     xs = [x for x in map(_clean, strata) if x.size]
     if not xs:
         return Interval(math.nan, math.nan, math.nan, 0, null, strata=0)
@@ -127,17 +115,43 @@ def as_ratio(iv: Interval) -> Interval:
 
 
 def ratio_interval(pairs: Sequence[tuple[float, float]]) -> Interval:
-    """The speed-up ``ref / ctrl`` from per-seed summed costs ``(ref, ctrl)``: the t interval of
-    log(ref / ctrl) over seeds, exponentiated; pairs with a non-positive side drop out."""
+    """The speed-up ``ref / ctrl`` from per-seed summed costs ``(ref, ctrl)``, on the log scale."""
     return as_ratio(seed_interval([math.log(r / c) for r, c in pairs if r > 0 and c > 0]))
 
 
-# --------------------------------------------------------------------------- pairing
+def design(seeds_per_stratum: Sequence[int]) -> tuple[float, int]:
+    """``(se / sd, df)`` of the pooled estimate over strata with these seed counts."""
+    ns = [int(n) for n in seeds_per_stratum if n > 0]
+    if not ns:
+        return math.nan, 0
+    return math.sqrt(sum(1 / n for n in ns)) / len(ns), sum(n - 1 for n in ns)
+
+
+def power_at(distance: float, se: float, df: float, alpha: float) -> float:
+    """Power of the two-sided t test to hold when the truth lies ``distance`` from the null on the claimed side."""
+    if not (math.isfinite(distance) and math.isfinite(se) and se > 0 and df >= 1):
+        return math.nan
+    crit = stats.t.ppf(1 - alpha / 2, df)
+    return float(stats.nct.sf(crit, df, distance / se))
+
+
+def detectable_distance(se: float, df: float, alpha: float, power: float) -> float:
+    """The smallest distance from the null the test detects with ``power`` (NaN without se or df)."""
+    if not (math.isfinite(se) and se > 0 and math.isfinite(df) and df >= 1):
+        return math.nan
+    crit = stats.t.ppf(1 - alpha / 2, df)
+    ncp = optimize.brentq(lambda d: stats.nct.sf(crit, df, d) - power, 0.0, 100.0)
+    return float(ncp * se)
+
+
+def planned_power(distance: float, sd: float, seeds_per_stratum: Sequence[int], alpha: float) -> float:
+    """Power of a pooled claim at ``distance`` for a per-seed spread ``sd`` and a design."""
+    factor, df = design(seeds_per_stratum)
+    return power_at(distance, sd * factor, df, alpha)
 
 
 def paired_steps(ref_history, ctrl_history, column: str) -> tuple[np.ndarray, np.ndarray]:
-    """The ``column`` of two histories (pandas frames with a ``step`` column), on the steps
-    both logged, in step order."""
+    """The ``column`` of two histories on the steps both logged, in step order."""
     a = ref_history[[metrics.STEP, column]].dropna().drop_duplicates(metrics.STEP, keep="last")
     b = ctrl_history[[metrics.STEP, column]].dropna().drop_duplicates(metrics.STEP, keep="last")
     both = a.merge(b, on=metrics.STEP, suffixes=("_ref", "_ctrl")).sort_values(metrics.STEP)
@@ -145,8 +159,7 @@ def paired_steps(ref_history, ctrl_history, column: str) -> tuple[np.ndarray, np
 
 
 def doc_scores(eval_dir: str, task: str) -> dict[int, float]:
-    """Per-problem score (avg@k) of one evaluation from lm-eval's samples file
-    (``samples_<task>_<timestamp>.jsonl`` under ``eval_dir``; the newest if several)."""
+    """Per-problem score (avg@k) from the newest lm-eval samples file of ``task`` under ``eval_dir``."""
     files = sorted(glob.glob(os.path.join(glob.escape(eval_dir), "**", f"samples_{task}_*.jsonl"), recursive=True))
     if not files:
         raise FileNotFoundError(f"no lm-eval samples file for task {task!r} under {eval_dir}")

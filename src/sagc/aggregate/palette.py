@@ -1,6 +1,4 @@
-"""One colour and one position per sizing, the same in every figure and table (known names
-fixed, others from a stable hash, distinct within a grid): docs/aggregation.md, "Figures".
-"""
+"""One colour and one position per sizing, the same in every figure and table (docs/aggregation.md, "Figures")."""
 
 from __future__ import annotations
 
@@ -17,8 +15,7 @@ KNOWN = {
     "sagc": "#d62728",  # red: the controller stands out
 }
 
-# For every other name: saturated (they are drawn as thin lines too), distinguishable
-# from each other and from the KNOWN colours.
+# Every other name: saturated (drawn as thin lines too), distinct from each other and from KNOWN.
 _FALLBACK = (
     "#8c564b", "#17becf", "#bcbd22", "#e377c2", "#1a1a1a", "#56b4e9", "#a6761d", "#66a61e",
 )  # fmt: skip
@@ -35,8 +32,7 @@ def sizing_order(sizings) -> list[str]:
 
 
 def palette(sizings) -> dict[str, str]:
-    """Sizing -> colour for seaborn's ``palette=`` (ordered like ``sizing_order``), every
-    colour distinct while the fallback list lasts."""
+    """Sizing -> colour (ordered like ``sizing_order``), distinct while the fallback list lasts."""
     order = sizing_order(sizings)
     colours = {s: KNOWN[s] for s in order if s in KNOWN}
     taken = set(colours.values())

@@ -1,9 +1,4 @@
-"""One number per seed: the values every seed-level interval is computed from.
-
-Everything here is keyed by seed (``CellOutputs.seed``), never by position: two cells are paired
-when they are the same seed of the same model and algorithm (``sagc.aggregate.paired`` says
-why pairing is the design), and a seed one side lacks drops out of the pair.
-"""
+"""One number per seed, keyed by seed (never position): a seed one side lacks drops out of a pair."""
 
 from __future__ import annotations
 
@@ -28,8 +23,7 @@ def histories(rs: list[CellResult]) -> dict[int, pd.DataFrame]:
 
 
 def steps_of(history: pd.DataFrame, which: str, last_k: int = 5) -> pd.DataFrame:
-    """The steps of a history that a statistic reads: all, second_half, first_quarter,
-    last_quarter (by step number against the last step) or last_k."""
+    """The steps a statistic reads: all, second_half, first_quarter, last_quarter or last_k."""
     step = pd.to_numeric(history[metrics.STEP])
     if which == "second_half":
         return history[metrics.in_second_half(step, step.max())]
@@ -54,20 +48,22 @@ def seed_means(rs: list[CellResult], metric: str, which: str = "all", last_k: in
     return out
 
 
-def paired_differences(ref_rs, ctrl_rs, metric: str, which: str = "all", last_k: int = 5) -> dict[int, float]:
-    """Seed -> mean of (ctrl - ref) over the steps both runs of that seed logged."""
+def _paired_steps(ref_rs, ctrl_rs, column: str, prepare=lambda h: h):
+    """(seed, ref values, ctrl values) of ``column`` on the steps both runs of a seed logged."""
     ref_h, ctrl_h = histories(ref_rs), histories(ctrl_rs)
-    out = {}
     for seed in sorted(ref_h.keys() & ctrl_h.keys()):
-        a, b = paired.paired_steps(steps_of(ref_h[seed], which, last_k), steps_of(ctrl_h[seed], which, last_k), metric)
+        a, b = paired.paired_steps(prepare(ref_h[seed]), prepare(ctrl_h[seed]), column)
         if a.size:
-            out[seed] = float(np.mean(b - a))
-    return out
+            yield seed, a, b
+
+
+def paired_differences(ref_rs, ctrl_rs, metric: str) -> dict[int, float]:
+    """Seed -> mean of (ctrl - ref) over the steps both runs of that seed logged."""
+    return {seed: float(np.mean(b - a)) for seed, a, b in _paired_steps(ref_rs, ctrl_rs, metric)}
 
 
 def with_costs(history: pd.DataFrame) -> pd.DataFrame:
-    """The history with a ``cost/step_cost`` column (``sagc.costs.step_cost`` of its decode
-    steps and trained padded tokens; NaN where either was not logged)."""
+    """The history with a ``cost/step_cost`` column (NaN where an input was not logged)."""
     if COST_COLUMNS["step_cost"] in history.columns:
         return history
 
@@ -79,16 +75,9 @@ def with_costs(history: pd.DataFrame) -> pd.DataFrame:
 
 
 def paired_totals(ref_rs, ctrl_rs, metric: str) -> dict[int, tuple[float, float]]:
-    """Seed -> (summed ref cost, summed ctrl cost) over the steps both runs logged.
-    ``metric``: a history column, or a registrable cost name (``COST_COLUMNS``)."""
-    column = COST_COLUMNS.get(metric, metric)
-    ref_h, ctrl_h = histories(ref_rs), histories(ctrl_rs)
-    out = {}
-    for seed in sorted(ref_h.keys() & ctrl_h.keys()):
-        a, b = paired.paired_steps(with_costs(ref_h[seed]), with_costs(ctrl_h[seed]), column)
-        if a.size:
-            out[seed] = (float(a.sum()), float(b.sum()))
-    return out
+    """Seed -> (summed ref, summed ctrl) ``metric`` (a column or a ``COST_COLUMNS`` name) over shared steps."""
+    pairs = _paired_steps(ref_rs, ctrl_rs, COST_COLUMNS.get(metric, metric), with_costs)
+    return {seed: (float(a.sum()), float(b.sum())) for seed, a, b in pairs}
 
 
 def cost_log_ratios(ref_rs, ctrl_rs, metric: str) -> dict[int, float]:
@@ -119,8 +108,7 @@ def accuracy_differences(ref_rs, ctrl_rs, task: str) -> dict[int, float]:
 
 
 def mean_over_tasks(per_task: list[dict[int, float]]) -> dict[int, float]:
-    """Seed -> the mean of its per-task values, for the seeds every task has (each task
-    weighs the same)."""
+    """Seed -> the mean of its per-task values, for the seeds every task has."""
     if not per_task:
         return {}
     seeds = set.intersection(*(set(d) for d in per_task))
@@ -128,8 +116,7 @@ def mean_over_tasks(per_task: list[dict[int, float]]) -> dict[int, float]:
 
 
 def output_length_log_ratios(ref_rs, ctrl_rs, tasks: list[str]) -> dict[int, float]:
-    """Seed -> the mean over tasks of log(ref / ctrl) mean output tokens of the evaluation
-    (above 0: the controller's answers are shorter)."""
+    """Seed -> the mean over tasks of log(ref / ctrl) evaluation output tokens."""
     ref = {r.cell.seed: r.eval for r in ref_rs if r.complete and r.eval}
     ctrl = {r.cell.seed: r.eval for r in ctrl_rs if r.complete and r.eval}
     per_task = []

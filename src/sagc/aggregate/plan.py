@@ -1,8 +1,5 @@
 """Planned power of the pre-registered primaries: before a run (the dry run's lines) and from
-development-seed runs (``python -m sagc.aggregate.plan results/dev [results/dev2 ...] [--seeds 3 5 8]``).
-
-Plan on development seeds only: docs/aggregation.md, "The pre-registered primaries".
-"""
+development-seed runs (``python -m sagc.aggregate.plan results/dev [results/dev2 ...] [--seeds 3 5 8]``)."""
 
 from __future__ import annotations
 
@@ -13,17 +10,15 @@ from pathlib import Path
 from typing import Any
 
 from sagc.aggregate.grid import controller_problem, fixed_sizes
-from sagc.aggregate.power import planned_power
+from sagc.aggregate.paired import planned_power
 from sagc.aggregate.registration import PRIMARIES, PRIMARY, Registration
 
-#: Seeds per stratum the power table shows by default.
 SEED_RANGE = tuple(range(3, 11))
 
 
 def dry_run_lines(config: Any) -> list[str]:
-    """The primary family with its planned power, for the dry run (a checked pipeline config,
-    ``sagc.pipeline.schema.PipelineConfig``). Raises ``ValueError`` naming
-    ``claims.controller`` when it names no controller of a grid that has some."""
+    """The primary family with its planned power for the dry run of a checked ``PipelineConfig``;
+    ``ValueError`` naming ``claims.controller`` when it names no controller of a grid that has some."""
     reg: Registration = config.claims
     sizings = config.sizings
     problem = controller_problem(reg.controller, sizings)
@@ -69,14 +64,9 @@ def dry_run_lines(config: Any) -> list[str]:
     return lines
 
 
-# --------------------------------------------------------------------------- from a run
-
-
 def plan_lines(sources, seeds=SEED_RANGE, alpha: float | None = None) -> list[str]:
-    """Effect, pooled sd and power by seeds per stratum of each primary of one or more finished
-    runs of the same world (results folders or their ``headline.csv``), then the ``claims:``
-    block to paste. Several runs pool as one: the effect is their seed-weighted mean and the
-    sd their df-weighted pooled within-stratum sd, so a rare bad run widens the plan."""
+    """Effect, pooled sd and power by seeds per stratum of each primary of finished runs of one
+    world (results folders or ``headline.csv`` files, pooled as one), then the ``claims:`` block."""
     from sagc.aggregate.compare import read_headline  # pandas: not at the dry run's import
 
     sources = [sources] if isinstance(sources, (str, Path)) else list(sources)

@@ -1,8 +1,4 @@
-"""The headline's claims: the pre-registered primary family, its gated secondaries, the
-positive control and the exploratory claims of other controllers.
-
-The families, their gates and their power: docs/aggregation.md, "The headline's claims".
-"""
+"""The headline's claims, family by family (docs/aggregation.md, "The headline's claims")."""
 
 from __future__ import annotations
 
@@ -13,24 +9,9 @@ import numpy as np
 from sagc import metrics
 from sagc.aggregate import paired, perseed, verdicts
 from sagc.aggregate.collect import CellResult, Collected
-from sagc.aggregate.grid import fixed_sizes
-from sagc.aggregate.power import planned_power, power_at
+from sagc.aggregate.grid import fixed_sizes, reference_sizing
 from sagc.aggregate.registration import COSTS, PRIMARY, Primary, Registration
-from sagc.aggregate.stats import reference_sizing
-from sagc.aggregate.verdicts import (
-    CONTROL,
-    EXPLORATORY,
-    POOLED,
-    SECONDARY,
-    Claim,
-    claim_groups,
-    gated,
-    references,
-    tasks_of,
-)
-from sagc.aggregate.verdicts import (
-    PRIMARY as PRIMARY_FAMILY,
-)
+from sagc.aggregate.verdicts import CONTROL, EXPLORATORY, POOLED, SECONDARY, Claim, gated
 from sagc.controller import fixed_group_size
 
 #: Secondary family id -> (the primary it refines, what it tests).
@@ -52,9 +33,9 @@ class _Grid:
     def __init__(self, collected: Collected):
         self.collected = collected
         self.reg: Registration = collected.grid.claims
-        self.groups = claim_groups(collected)
-        self.refs = references(collected)
-        self.tasks = tasks_of(collected)
+        self.groups = verdicts.claim_groups(collected)
+        self.refs = verdicts.references(collected)
+        self.tasks = verdicts.tasks_of(collected)
         self.sizings = list(dict.fromkeys(r.cell.sizing for r in collected.cells))
         self.largest = reference_sizing(self.sizings)
 
@@ -63,10 +44,6 @@ class _Grid:
 
     def cells(self, stratum: Stratum, sizing: str) -> list[CellResult]:
         return self.groups.get((*stratum, sizing), [])
-
-    def seeds_planned(self, strata: list[Stratum], sizing: str) -> list[int]:
-        """Seeds per stratum the grid was meant to have (complete or not): the plan's design."""
-        return [len(self.cells(s, sizing)) for s in strata]
 
 
 def _partial(detail: str, rs: list[CellResult]) -> str:
@@ -97,8 +74,9 @@ def _pooled_claim(g: _Grid, p: Primary, ctrl: str, ref_of, strata: list[Stratum]
         iv = paired.as_ratio(iv)
     refs = sorted({ref_of(st) for st in strata})
     detail = _detail(g, p, ctrl, refs, strata, values) + "".join(f"; {n}" for n in notes)
-    planned = planned_power(p.planned_distance(reg), p.planned(reg).sd, g.seeds_planned(strata, ctrl), reg.alpha / m)
-    observed = power_at(p.planned_distance(reg), iv.se, iv.df, reg.alpha / m)
+    seeds_planned = [len(g.cells(st, ctrl)) for st in strata]  # complete or not: the plan's design
+    planned = paired.planned_power(p.planned_distance(reg), p.planned(reg).sd, seeds_planned, reg.alpha / m)
+    observed = paired.power_at(p.planned_distance(reg), iv.se, iv.df, reg.alpha / m)
     reference = "/".join(refs) if p.key != "not_worse_best_static" else "best static G"
     return Claim(POOLED, POOLED, ctrl, reference, p.label(reg, ctrl, reference), p.side, iv,
                  _partial(detail, used), family=family, id=p.id, power_planned=planned,
@@ -128,9 +106,8 @@ def _detail(g: _Grid, p: Primary, ctrl: str, refs: list[str], strata, values) ->
     return f"per stratum {per}"
 
 
-def primary_family(g: _Grid, ctrl: str, family: str = PRIMARY_FAMILY) -> list[Claim]:
-    """P1-P4 for ``ctrl`` (P4 over the strata whose best static G is not the largest; none
-    when there are no such strata), Holm-adjusted as one family."""
+def primary_family(g: _Grid, ctrl: str, family: str = verdicts.PRIMARY) -> list[Claim]:
+    """P1-P4 for ``ctrl`` (P4 over the strata whose best static G is not the largest), Holm as one family."""
     strata = g.strata(ctrl)
     if not strata or g.largest is None:
         return []
@@ -145,9 +122,6 @@ def primary_family(g: _Grid, ctrl: str, family: str = PRIMARY_FAMILY) -> list[Cl
         else:
             claims.append(_pooled_claim(g, p, ctrl, lambda st: g.largest, strata, family, m))
     return verdicts.family(claims, g.reg.alpha)
-
-
-# --------------------------------------------------------------------------- secondaries
 
 
 def _pair(st: Stratum, ctrl: str, ref: str, claim: str, side: str, iv, detail: str, sid: str) -> Claim:
@@ -214,12 +188,8 @@ def secondary_families(g: _Grid, ctrl: str, primaries: list[Claim]) -> list[Clai
     return out
 
 
-# --------------------------------------------------------------------------- control
-
-
 def positive_control(g: _Grid) -> list[Claim]:
-    """The smallest fixed G straggles less than the largest, pooled over the strata (alone,
-    at alpha; none with fewer than two fixed sizes)."""
+    """The smallest fixed G straggles less than the largest, pooled over the strata, alone at alpha."""
     fixed = fixed_sizes(g.sizings)
     if len(fixed) < 2:
         return []
@@ -235,7 +205,7 @@ def positive_control(g: _Grid) -> list[Claim]:
 
 
 def headline_claims(collected: Collected) -> list[Claim]:
-    """Every claim of the headline, family by family (module docstring)."""
+    """Every claim of the headline, family by family."""
     g = _Grid(collected)
     controllers = [s for s in g.sizings if fixed_group_size(s) is None]
     claims: list[Claim] = []

@@ -1,8 +1,4 @@
-"""One reader interface, two sources: a cell's offline W&B run files, or the W&B API, both
-giving a ``RunData`` under the same rules (killed, resumed and unfinished runs included).
-
-The sources and the shared rules: docs/aggregation.md, "Reading a cell's runs".
-"""
+"""A cell's runs from its offline W&B run files or the W&B API (docs/aggregation.md, "Reading a cell's runs")."""
 
 from __future__ import annotations
 
@@ -19,14 +15,13 @@ from sagc.aggregate.errors import CorruptRunFileError, OnlineSourceError, RunNot
 from sagc.aggregate.grid import CellOutputs, WandbSource
 from sagc.aggregate.runlog import read_run_log
 
-#: The run-config keys that must match the grid cell, so a run filed under the wrong cell
-#: directory is not aggregated as that cell (``config_name`` is checked apart).
+#: Run-config keys that must match the grid cell (``config_name`` is checked apart).
 _IDENTITY = tuple(k for k in metrics.CELL_KEYS if k != "config_name")
 
 
 @dataclass
 class Segment:
-    """One run (file) of a cell: its per-step rows, config and ordering key."""
+    """One run (file) of a cell."""
 
     source: str
     rows: dict[int, dict[str, Any]]
@@ -45,9 +40,8 @@ class RunData:
     sources: list[str] = field(default_factory=list)
     #: The last segment ended cleanly (offline: an exit record; online: state "finished").
     finished: bool = False
-    #: Some segment ended inside a record (a killed writer); its last record is lost.
+    #: Some segment (``tail_truncated``: the latest) ended inside a record (a killed writer).
     truncated: bool = False
-    #: The latest segment (``sources[-1]``) ended inside a record.
     tail_truncated: bool = False
 
 
@@ -56,12 +50,8 @@ class RunReader(Protocol):
         """The cell's run; ``RunNotFoundError`` when there is none."""
 
 
-# --------------------------------------------------------------------------- values
-
-
 def _item_key(item) -> str:
-    # wandb stores "a/b" as one nested_key element and a nested dict {"a": {"b": 1}} as
-    # ["a", "b"]; the W&B API shows the latter as "a.b", so do we.
+    # A nested dict {"a": {"b": 1}} is stored as ["a", "b"]; the W&B API shows it as "a.b", so do we.
     return item.key or ".".join(item.nested_key)
 
 
@@ -78,25 +68,16 @@ def _item_value(item, path: Path) -> Any:
         raise CorruptRunFileError(path, f"value of {_item_key(item)!r} is not JSON: {raw!r}") from exc
 
 
-def _step_of(row: dict[str, Any], where: str) -> int | None:
+def _add_row(rows: dict[int, dict[str, Any]], row: dict[str, Any], where: str) -> None:
+    row = {k: v for k, v in row.items() if not k.startswith("_")}
     step = row.get(metrics.STEP)
     if step is None:
-        return None
+        return
     if isinstance(step, bool) or not isinstance(step, (int, float)) or not math.isfinite(step):
         raise ValueError(f"{where}: metric {metrics.STEP!r} must be a number, got {step!r}")
     if step != int(step):
         raise ValueError(f"{where}: metric {metrics.STEP!r} must be an integer, got {step!r}")
-    return int(step)
-
-
-def _add_row(rows: dict[int, dict[str, Any]], row: dict[str, Any], where: str) -> None:
-    row = {k: v for k, v in row.items() if not k.startswith("_")}
-    step = _step_of(row, where)
-    if step is not None:
-        rows.setdefault(step, {}).update(row)
-
-
-# --------------------------------------------------------------------------- merging
+    rows.setdefault(int(step), {}).update(row)
 
 
 def merge_segments(segments: list[Segment]) -> RunData:
@@ -113,8 +94,7 @@ def merge_segments(segments: list[Segment]) -> RunData:
     steps = sorted(merged)
     history = pd.DataFrame.from_records([merged[s] for s in steps]) if steps else pd.DataFrame()
     if steps:
-        # Columns in a stable order whatever the source: step first, then by name (wandb-core
-        # does not keep the order of the logged dict).
+        # A stable column order whatever the source (wandb-core does not keep the logged order).
         cols = [metrics.STEP] + sorted(c for c in history.columns if c != metrics.STEP)
         history = history[cols].reset_index(drop=True)
     return RunData(
@@ -139,11 +119,8 @@ def check_identity(config: dict[str, Any], cell: CellOutputs, where: str, config
         raise ValueError(f"{where}: run config config_name={config['config_name']!r} but the grid is {config_name!r}")
 
 
-# --------------------------------------------------------------------------- offline
-
-
 def read_run_file(path: str | Path) -> Segment:
-    """One offline run file as a segment (history rows by step, config, finish state)."""
+    """One offline run file as a segment."""
     path = Path(path)
     log = read_run_log(path)
     rows: dict[int, dict[str, Any]] = {}
@@ -206,18 +183,14 @@ class OfflineReader:
         return merge_segments(segments)
 
 
-# --------------------------------------------------------------------------- online
-
-
 def online_filters(group: str) -> dict[str, Any]:
     """The W&B API filter that selects the pipeline's runs (one group per config)."""
     return {"group": group}
 
 
 class OnlineReader:
-    """Reads the runs of ``entity/project`` in ``group`` through ``wandb.Api`` (``api``, or one
-    made at the first ``read``, which needs an API key), listed once and matched to cells by
-    the run config's ``metrics.CELL_KEYS``."""
+    """Reads the runs of ``entity/project`` in ``group`` through ``wandb.Api`` (``api``, or one made
+    at the first ``read``), listed once and matched to cells by their config."""
 
     def __init__(self, source: WandbSource, config_name: str | None = None, api: Any = None,
                  timeout: int = 30):  # fmt: skip

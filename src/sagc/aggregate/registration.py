@@ -1,7 +1,4 @@
-"""The pre-registered claims: what the headline tests, declared in the config (``claims:``)
-before the run; the pipeline's schema takes ``Registration`` as it is, so every default is
-stated here once. The primaries: docs/aggregation.md, "The pre-registered primaries".
-"""
+"""The pre-registered claims of the config's ``claims:`` (docs/aggregation.md, "The pre-registered primaries")."""
 
 from __future__ import annotations
 
@@ -12,8 +9,7 @@ from pydantic import Field
 
 from sagc.config_models import Flag, Number, OneOf, Section, Text
 
-#: The costs a config may register: decode steps alone, or decode steps plus the trained
-#: tokens at ``sagc.costs.TRAIN_TOKEN_WEIGHT`` (``sagc.costs.step_cost``).
+#: The costs a config may register (``sagc.costs.step_cost``, or decode steps alone).
 COSTS = ("step_cost", "decode_steps")
 
 
@@ -117,7 +113,6 @@ class Primary:
     log: bool = False
 
     def null(self, reg: Registration) -> float:
-        """The null value on the test scale (minus the margin for "not worse")."""
         return -reg.accuracy_margin if self.key.startswith("not_worse") else 0.0
 
     def planned(self, reg: Registration) -> Planned:
@@ -137,7 +132,6 @@ class Primary:
         return f"{controller} {self.what} than {reference}"
 
     def show(self, value: float) -> str:
-        """A planned value on the shown scale (points, or a speed-up factor)."""
         return f"{math.exp(value):.2f}×" if self.log else f"{value * 100:+.1f} pts"
 
     def show_sd(self, sd: float) -> str:

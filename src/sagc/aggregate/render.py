@@ -1,6 +1,4 @@
-"""Render a table of display strings as Markdown and as LaTeX (booktabs), by hand so that the
-output needs no optional package (tabulate, jinja2) and stays byte-for-byte stable.
-"""
+"""A table of display strings as Markdown and as LaTeX (booktabs), rendered by hand (docs/aggregation.md)."""
 
 from __future__ import annotations
 
@@ -16,7 +14,7 @@ def tex_escape(text: str) -> str:
 
 
 def markdown_table(headers: list[str], rows: list[list[str]], notes: list[str] = ()) -> str:
-    """A GitHub-flavoured Markdown table, first ``n_key`` columns left, numbers right."""
+    """A GitHub-flavoured Markdown table, the first 3 columns left-aligned, the rest right."""
 
     def esc(s: str) -> str:
         return str(s).replace("|", r"\|")

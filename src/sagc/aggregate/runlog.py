@@ -1,7 +1,4 @@
-"""Read the records of a W&B run file (``run-<id>.wandb``) without the W&B service: a killed
-run's incomplete tail is dropped, anything else that does not parse raises
-``CorruptRunFileError``. Why, and the format: docs/aggregation.md, "Reading W&B run files".
-"""
+"""Read the records of a W&B run file without the W&B service (docs/aggregation.md, "Reading W&B run files")."""
 
 from __future__ import annotations
 
@@ -60,8 +57,7 @@ def _payloads(path: Path, data: bytes) -> tuple[list[bytes], bool]:
             return payloads, True  # killed while writing a chunk header
         crc, length, ctype = CHUNK_HEADER.unpack_from(data, pos)
         if ctype == 0 and length == 0 and crc == 0:
-            # Zero padding (a preallocated or padded block): skip to the next block, and
-            # if the rest of the file is zeros, it simply ends here.
+            # Zero padding (a preallocated or padded block): skip to the next block.
             if not any(data[pos : pos + left_in_block]):
                 pos += left_in_block
                 continue
@@ -93,8 +89,7 @@ def _payloads(path: Path, data: bytes) -> tuple[list[bytes], bool]:
 
 
 def read_run_log(path: str | Path) -> RunLog:
-    """Parse every record of the run file at ``path``; ``CorruptRunFileError`` (a
-    ``ValueError``) naming the file for anything that is not a readable wandb 0.31 log."""
+    """Parse every record of the run file; ``CorruptRunFileError`` for anything not a readable wandb 0.31 log."""
     path = Path(path)
     data = path.read_bytes()
     payloads, truncated = _payloads(path, data)

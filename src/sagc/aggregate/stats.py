@@ -1,8 +1,4 @@
-"""Per-cell training statistics (a mean or last value of a ``sagc.metrics`` column of one
-cell's history) and their mean and sample std over seeds.
-
-The definition of every statistic: docs/aggregation.md, "Per-cell statistics".
-"""
+"""Per-cell training statistics and their mean and std over seeds (docs/aggregation.md, "Per-cell statistics")."""
 
 from __future__ import annotations
 
@@ -13,9 +9,7 @@ import numpy as np
 import pandas as pd
 
 from sagc import metrics
-from sagc.aggregate.grid import fixed_sizes
 
-#: Every history metric the training-efficiency table needs (``cell_stats`` reads them).
 NEEDED_METRICS = (
     metrics.STRAGGLER,
     metrics.DECODE_STEPS,
@@ -30,12 +24,6 @@ NEEDED_METRICS = (
 )
 
 
-def reference_sizing(sizings) -> str | None:
-    """The largest fixed G among ``sizings`` (the speed-up reference), None if none."""
-    fixed = fixed_sizes(sizings)
-    return fixed[-1][1] if fixed else None
-
-
 def _col(history: pd.DataFrame, name: str) -> pd.Series:
     return pd.to_numeric(history[name], errors="coerce")
 
@@ -46,7 +34,6 @@ def missing_metrics(history: pd.DataFrame) -> list[str]:
 
 
 def cell_stats(history: pd.DataFrame, last_k: int) -> dict[str, float]:
-    """The statistics of one cell's history (docs/aggregation.md, "Per-cell statistics")."""
     if last_k < 1:
         raise ValueError(f"last_k must be >= 1, got {last_k}")
     lacking = missing_metrics(history)

@@ -1,6 +1,4 @@
-"""The paper's tables: training efficiency, downstream accuracy, length tail and the headline,
-as CSV, Markdown and LaTeX. Columns, intervals and files: docs/aggregation.md ("The tables").
-"""
+"""The paper's tables as CSV, Markdown and LaTeX, and the headline (docs/aggregation.md, "The tables")."""
 
 from __future__ import annotations
 
@@ -14,11 +12,11 @@ import pandas as pd
 from sagc import metrics
 from sagc.aggregate import paired, primary, verdicts
 from sagc.aggregate.collect import CellResult, Collected
-from sagc.aggregate.grid import TIME_UNITS
+from sagc.aggregate.grid import TIME_UNITS, reference_sizing
 from sagc.aggregate.palette import sizing_order
 from sagc.aggregate.perseed import eval_dir, seed_means, speedup
 from sagc.aggregate.render import latex_table, markdown_table
-from sagc.aggregate.stats import MeanStd, reference_sizing
+from sagc.aggregate.stats import MeanStd
 from sagc.controller import fixed_group_size
 from sagc.lengths import REAL_RUN_TAIL, TAIL_GROUP_SIZE, tail_table
 from sagc.trace import read_trace
@@ -86,12 +84,8 @@ class Table:
         return paths
 
 
-# --------------------------------------------------------------------------- helpers
-
-
 def fmt(value: MeanStd | paired.Interval | float, kind: str) -> str:
-    """Display string: ``mean [low, high]`` for an interval, ``mean ± std`` (std only with
-    2+ seeds) for a ``MeanStd``; ``missing`` for NaN."""
+    """``mean [low, high]`` for an interval, ``mean ± std`` for a ``MeanStd``, ``missing`` for NaN."""
     scale, spec = {"pct": (100.0, ".1f"), "x": (1.0, ".2f")}.get(kind, (1.0, "." + kind))
     if isinstance(value, paired.Interval):
         if math.isnan(value.estimate):
@@ -107,8 +101,7 @@ def fmt(value: MeanStd | paired.Interval | float, kind: str) -> str:
 
 
 def groups(collected: Collected) -> list[tuple[str, str, str, list[CellResult]]]:
-    """(model, algorithm, sizing, cell results) in table order: models and algorithms as
-    the grid lists them, sizings by ``palette.sizing_order``."""
+    """(model, algorithm, sizing, cell results) in table order (sizings by ``sizing_order``)."""
     by_key = verdicts.claim_groups(collected)
     order = sizing_order(r.cell.sizing for r in collected.cells)
     models = dict.fromkeys(r.cell.model for r in collected.cells)
@@ -121,8 +114,7 @@ def missing_notes(collected: Collected) -> list[str]:
 
 
 def _seeds(rs: list[CellResult]) -> str:
-    done = sum(r.complete for r in rs)
-    return f"{done}/{len(rs)}"
+    return f"{sum(r.complete for r in rs)}/{len(rs)}"
 
 
 def _status(rs: list[CellResult]) -> str:
@@ -130,27 +122,13 @@ def _status(rs: list[CellResult]) -> str:
     return "complete" if done == len(rs) else ("partial" if done else MISSING)
 
 
-def _missing_cells(rs) -> str:
-    return "; ".join(f"{r.cell.id}: {', '.join(r.missing)}" for r in rs if r.missing)
-
-
-# --------------------------------------------------------------------------- efficiency
-
-
-#: Ranges of per-step metrics whose intervals must stay inside them (a 0/1 flag's rate).
-_RANGES = {metrics.STRAGGLER: (0.0, 1.0)}
-
-
 def step_interval(rs: list[CellResult], metric: str, which: str = "all", last_k: int = 5) -> paired.Interval:
-    """Mean over seeds of each seed's mean of a per-step metric (``which``: all,
-    second_half, first_quarter, last_quarter, last_k) with its seed-level t interval
-    (``sagc.aggregate.paired``), cut to the metric's range."""
+    """Mean over seeds of each seed's mean of a per-step metric, with its t interval over seeds."""
     iv = paired.seed_interval(list(seed_means(rs, metric, which, last_k).values()))
-    return iv.clipped(*_RANGES[metric]) if metric in _RANGES else iv
+    return iv.clipped(0.0, 1.0) if metric == metrics.STRAGGLER else iv  # a 0/1 flag's rate
 
 
 def efficiency_table(collected: Collected) -> Table:
-    """Training efficiency, one row per model x algorithm x sizing (docs/aggregation.md, "The tables")."""
     grid = collected.grid
     unit = grid.time_unit
     divisor = TIME_UNITS[unit]
@@ -181,7 +159,7 @@ def efficiency_table(collected: Collected) -> Table:
             if ci is not None:
                 num[f"{col}_low"], num[f"{col}_high"] = ci.low, ci.high
             txt.append(fmt(ci if ci is not None else ms, kind))
-        num["missing_cells"] = _missing_cells(rs)
+        num["missing_cells"] = "; ".join(f"{r.cell.id}: {', '.join(r.missing)}" for r in rs if r.missing)
         rows_num.append(num)
         rows_txt.append(txt)
     ref_label = "/".join(sorted(r for r in refs if r)) or "largest fixed G"
@@ -213,11 +191,7 @@ def efficiency_cells(collected: Collected) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-# --------------------------------------------------------------------------- downstream
-
-
 def _downstream_row(evals: list[dict], tasks: list[str]) -> tuple[dict, dict[str, MeanStd]]:
-    """Numeric columns and display values for a set of seeds' evaluation summaries."""
     num: dict = {}
     show: dict[str, MeanStd] = {}
     lengths = []
@@ -247,8 +221,7 @@ def _downstream_row(evals: list[dict], tasks: list[str]) -> tuple[dict, dict[str
 
 
 def accuracy_interval(eval_dirs: list[str], task: str) -> paired.Interval | None:
-    """Mean over evaluations (seeds) of each one's mean per-problem accuracy, with its t
-    interval over seeds; None with fewer than 2 evaluations or without samples files."""
+    """Mean over seeds of per-problem accuracy with its t interval; None under 2 seeds or without samples."""
     try:
         per_seed = [float(np.mean(list(paired.doc_scores(d, task).values()))) for d in eval_dirs]
     except FileNotFoundError:
@@ -259,15 +232,12 @@ def accuracy_interval(eval_dirs: list[str], task: str) -> paired.Interval | None
 
 
 def _samples_per_problem(evals: list[dict], task: str) -> str:
-    """n of a task's avg@n / pass@n for the headers: the evaluations' samples per problem
-    (``n`` when none was evaluated; the range when evaluations differ)."""
+    """The n of a task's avg@n / pass@n headers (``n`` when none was evaluated, a range when they differ)."""
     ns = sorted({int(e[task]["samples_per_problem"]) for e in evals if task in e})
     return "n" if not ns else str(ns[0]) if len(ns) == 1 else f"{ns[0]}-{ns[-1]}"
 
 
 def downstream_table(collected: Collected) -> Table:
-    """Accuracy per benchmark and mean output length, per base model and per
-    model x algorithm x sizing."""
     tasks = verdicts.tasks_of(collected)
     rows_num, rows_txt = [], []
     entries = []  # (model, algorithm, sizing, evaluations, seeds, status, evaluation dirs)
@@ -294,30 +264,22 @@ def downstream_table(collected: Collected) -> Table:
                         + [fmt(show["__length__"], "1f")])  # fmt: skip
     every_eval = [e for _, _, _, evals, *_ in entries for e in evals]
     n_of = {t: _samples_per_problem(every_eval, t) for t in tasks}
-    headers = (
-        ["Model", "Algorithm", "Sizing", "Seeds"]
-        + [
-            h
-            for t in tasks
-            for h in (f"{t} strict avg@{n_of[t]} (%)", f"{t} lenient avg@{n_of[t]} (%)", f"{t} pass@{n_of[t]} (%)")
-        ]
-        + ["Mean output length (tok)"]
-    )
-    notes = (
-        [
-            "Strict: the answer in the last box, as the prompt asks (the primary score; the headline's "
-            "claims use it). Lenient: unboxed answers also read (an 'answer is' phrase, else the last "
-            "number or option label), as lighteval and Qwen2.5-Math grade; comparable with published "
-            "numbers. avg@n: the mean over problems of each problem's fraction of n samples correct; "
-            "pass@n: Chen et al.'s unbiased pass@k at k = n, strict, from the same samples.",
-            "Strict accuracy: mean [95 % interval] over seeds (each seed's avg@n over the problems is "
-            "one unit; Student's t, seeds - 1 degrees of freedom); for one evaluation (a base model), "
-            "± lm-eval's standard error over problems. Lenient and pass@n: mean ± sd over seeds. Mean "
-            "output length averaged over the benchmarks.",
-        ]
-        + _pass_gain_notes(collected)
-        + missing_notes(collected)
-    )
+    headers = ["Model", "Algorithm", "Sizing", "Seeds"]
+    for t in tasks:
+        headers += [f"{t} strict avg@{n_of[t]} (%)", f"{t} lenient avg@{n_of[t]} (%)", f"{t} pass@{n_of[t]} (%)"]
+    headers.append("Mean output length (tok)")
+    notes = [
+        "Strict: the answer in the last box, as the prompt asks (the primary score; the headline's "
+        "claims use it). Lenient: unboxed answers also read (an 'answer is' phrase, else the last "
+        "number or option label), as lighteval and Qwen2.5-Math grade; comparable with published "
+        "numbers. avg@n: the mean over problems of each problem's fraction of n samples correct; "
+        "pass@n: Chen et al.'s unbiased pass@k at k = n, strict, from the same samples.",
+        "Strict accuracy: mean [95 % interval] over seeds (each seed's avg@n over the problems is "
+        "one unit; Student's t, seeds - 1 degrees of freedom); for one evaluation (a base model), "
+        "± lm-eval's standard error over problems. Lenient and pass@n: mean ± sd over seeds. Mean "
+        "output length averaged over the benchmarks.",
+    ]
+    notes += _pass_gain_notes(collected) + missing_notes(collected)
     return Table("downstream", pd.DataFrame(rows_num), headers, rows_txt, notes)
 
 
@@ -342,13 +304,8 @@ def downstream_cells(collected: Collected) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-# --------------------------------------------------------------------------- headline
-
-
 def straggler_structure(collected: Collected) -> list[str]:
-    """Markdown rows: the fixed sizes' straggler rates in the first and last quarter of
-    training (mean [95 % interval] over seeds), per model and algorithm: whether the budget
-    stays binding as the policy trains."""
+    """Markdown rows: the fixed sizes' straggler rates in the first and last quarter of training."""
     rows = ["| Model | Algorithm | Sizing | First quarter (%) | Last quarter (%) |", "|---|---|---|---|---|"]
     for model, algo, sizing, rs in groups(collected):
         if fixed_group_size(sizing) is None:
@@ -360,10 +317,8 @@ def straggler_structure(collected: Collected) -> list[str]:
 
 
 def learning_rows(collected: Collected) -> list[str]:
-    """Markdown rows: did training improve the policy? Per cell group, each task's paired
-    per-problem accuracy minus the base model's, and the last quarter's reward minus the first
-    quarter's, each per seed with its interval over seeds (the base model is evaluated once:
-    its sampling noise is shared by every seed and not in the interval)."""
+    """Markdown rows: each task's paired accuracy minus the base model's, and the reward's last minus
+    first quarter, per seed with its interval over seeds."""
     tasks = verdicts.tasks_of(collected)
     base_dirs = {b.base.model: str(Path(b.base.eval_summary).parent) for b in collected.base if b.eval}
     rows = [
@@ -377,11 +332,8 @@ def learning_rows(collected: Collected) -> list[str]:
         for task in tasks:
             try:
                 base = paired.doc_scores(base_dirs[model], task)
-                per_seed = []
-                for r in rs:
-                    if r.complete:
-                        a, b = paired.paired_docs(base, paired.doc_scores(eval_dir(r), task))
-                        per_seed.append(float(np.mean(b - a)))
+                pairs = [paired.paired_docs(base, paired.doc_scores(eval_dir(r), task)) for r in rs if r.complete]
+                per_seed = [float(np.mean(b - a)) for a, b in pairs]
                 cells.append(fmt(paired.seed_interval(per_seed), "pct"))
             except (KeyError, FileNotFoundError):
                 cells.append(MISSING)
@@ -393,8 +345,7 @@ def learning_rows(collected: Collected) -> list[str]:
 
 
 def reference_rows(collected: Collected) -> list[str]:
-    """Markdown rows: each model's references, and the base straggler rates that chose the
-    best static G."""
+    """Markdown rows: each model's references and the base straggler rates behind the best static G."""
     grid = collected.grid
     rows = []
     for model, refs in verdicts.references(collected).items():
@@ -532,13 +483,8 @@ def headline_markdown(collected: Collected, claims: list[verdicts.Claim] | None 
     )
 
 
-# --------------------------------------------------------------------------- length tail
-
-
 def length_tail_table(collected: Collected) -> Table:
-    """The length tail of the largest fixed G's rollouts, per model x algorithm (every step of
-    every seed's ``lengths.jsonl`` pooled; ``sagc.lengths.tail_table``), next to the statistics
-    of a real RL run (``sagc.lengths.REAL_RUN_TAIL``): does the world's tail look like a real one?"""
+    """The length tail of the largest fixed G's rollouts per model x algorithm, next to a real RL run's."""
     stats_ = list(REAL_RUN_TAIL)
     largest = reference_sizing(r.cell.sizing for r in collected.cells)
     rows_num = [{"model": "real run", "algorithm": "-", "sizing": "-", "seeds": "", **REAL_RUN_TAIL}]
@@ -569,13 +515,8 @@ def _tail_fmt(key: str, value: float) -> str:
     return f"{value:.2f}" if key.startswith(("sd_", "between")) else f"{value * 100:.1f}"
 
 
-# --------------------------------------------------------------------------- pass@n
-
-
 def pass_gain_family(collected: Collected) -> list[verdicts.Claim]:
-    """Exploratory family (not pre-registered): at the largest fixed G, does RL raise avg@n
-    more than pass@n? Per seed, (avg@n - base avg@n) - (pass@n - base pass@n) from the
-    evaluation summaries; one claim per model x algorithm and task, Holm over them."""
+    """Exploratory family: at the largest fixed G, does RL raise avg@n more than pass@n (per seed)?"""
     largest = reference_sizing(r.cell.sizing for r in collected.cells)
     base = {b.base.model: b.eval for b in collected.base if b.eval and not b.missing}
     alpha = collected.grid.claims.alpha
@@ -610,7 +551,7 @@ def _pass_gain_notes(collected: Collected) -> list[str]:
 
 
 def write_tables(collected: Collected, directory: str | Path | None = None) -> list[Path]:
-    """Write every table of the aggregation to ``directory`` (the grid's ``tables_dir``)."""
+    """Write every table to ``directory`` (default: the grid's ``tables_dir``)."""
     directory = Path(directory if directory is not None else collected.grid.tables_dir)
     directory.mkdir(parents=True, exist_ok=True)
     paths = efficiency_table(collected).write(directory)

@@ -1,8 +1,4 @@
-"""Claims, their verdicts (holds, fails, inconclusive, untestable, not tested, missing), Holm
-within a family, and the references (largest fixed G, best static G under the budget).
-
-What each verdict means: docs/aggregation.md, "Verdicts".
-"""
+"""Claims, their verdicts, Holm within a family, and the references (docs/aggregation.md, "Verdicts")."""
 
 from __future__ import annotations
 
@@ -16,8 +12,7 @@ import pandas as pd
 
 from sagc.aggregate import paired
 from sagc.aggregate.collect import CellResult, Collected
-from sagc.aggregate.grid import fixed_sizes
-from sagc.aggregate.stats import reference_sizing
+from sagc.aggregate.grid import fixed_sizes, reference_sizing
 
 HOLDS, FAILS, INCONCLUSIVE = "holds", "fails", "inconclusive"
 UNTESTABLE, NOT_TESTED, MISSING = "untestable", "not tested", "missing"
@@ -29,9 +24,8 @@ POOLED = "pooled"
 
 @dataclass(frozen=True)
 class Claim:
-    """One headline claim: ``controller`` against ``reference`` (or the budget) for one model
-    and algorithm, or pooled over them. ``side``: the claimed side of the null ("below" or
-    "above"). ``family``: its family's name (``kind`` plus a name); ``id``: e.g. P1."""
+    """One headline claim: ``controller`` against ``reference`` for one model and algorithm, or pooled.
+    ``side``: the claimed side of the null ("below" or "above")."""
 
     model: str
     algorithm: str
@@ -105,7 +99,7 @@ class Claim:
 
 
 def decide(iv: paired.Interval, side: str, p_adjusted: float, alpha: float) -> str:
-    """holds / fails / inconclusive / untestable from an adjusted p-value and the estimate's side."""
+    """The verdict from an adjusted p-value and the estimate's side."""
     if side not in ("below", "above"):
         raise ValueError(f"side must be 'below' or 'above', got {side!r}")
     if iv.n == 0:
@@ -119,10 +113,8 @@ def decide(iv: paired.Interval, side: str, p_adjusted: float, alpha: float) -> s
 
 
 def holm_adjusted(pvalues) -> np.ndarray:
-    """Holm's step-down adjusted p-values: sorted ascending, the i-th (from 0) times (m - i),
-    made non-decreasing, capped at 1. The same numbers as ``statsmodels``' ``multipletests(...,
-    method="holm")`` (``tests/aggregate/test_verdicts.py`` checks), which also runs a full
-    ``gc.collect()`` per call: ~0.1 s in a loaded process, minutes in the negative control."""
+    """Holm's step-down adjusted p-values, as statsmodels' ``multipletests(method="holm")`` (which
+    runs a slow ``gc.collect()`` per call)."""
     p = np.asarray(pvalues, dtype=float)
     order = np.argsort(p)
     stepped = np.minimum(1.0, np.maximum.accumulate(p[order] * np.arange(p.size, 0, -1)))
@@ -132,7 +124,7 @@ def holm_adjusted(pvalues) -> np.ndarray:
 
 
 def holm(claims: list[Claim], alpha: float) -> list[Claim]:
-    """One family's verdicts: the claims with Holm-adjusted p-values over its testable claims."""
+    """One family's verdicts, Holm-adjusted over its testable claims."""
     tested = [i for i, c in enumerate(claims) if c.interval.testable]
     adjusted = dict(zip(tested, map(float, holm_adjusted([claims[i].interval.p for i in tested]))))
     out = []
@@ -143,22 +135,17 @@ def holm(claims: list[Claim], alpha: float) -> list[Claim]:
 
 
 def family(claims: list[Claim], alpha: float) -> list[Claim]:
-    """``holm``, with each claim's minimal detectable effect (80 % power at the family's
-    first Holm step, ``alpha`` / the number of testable claims): what the headline shows."""
+    """``holm``, with each claim's minimal detectable effect at the family's first Holm step."""
     first_step = alpha / max(1, sum(c.interval.testable for c in claims))
     return [replace(c, mde=c.interval.mde(alpha=first_step)) for c in holm(claims, alpha)]
 
 
 def gated(claims: list[Claim], gate: Claim | None, alpha: float) -> list[Claim]:
-    """A secondary family: Holm over it when its primary ``gate`` holds; otherwise every
-    claim is *not tested* (its interval stays, as description)."""
+    """A secondary family: Holm over it when its primary ``gate`` holds, otherwise *not tested*."""
     if gate is not None and gate.verdict == HOLDS:
         return [replace(c, gate=f"gate: {gate.id} holds") for c in family(claims, alpha)]
     why = f"gate: {gate.id} did not hold" if gate is not None else "gate: its primary is not in this grid"
     return [replace(c, verdict=MISSING if c.interval.n == 0 else NOT_TESTED, gate=why) for c in claims]
-
-
-# --------------------------------------------------------------------------- references
 
 
 def base_straggler_rates(report: str | Path) -> dict[int, float]:
@@ -174,8 +161,7 @@ def base_straggler_rates(report: str | Path) -> dict[int, float]:
 
 
 def best_static(sizings, rates: dict[int, float], delta: float) -> str | None:
-    """The largest fixed sizing whose base straggler rate is at most ``delta`` (the best
-    static choice a user could make before training); the smallest fixed one when none is."""
+    """The largest fixed sizing whose base straggler rate is at most ``delta``, else the smallest."""
     measured = [(g, s) for g, s in fixed_sizes(sizings) if g in rates]
     if not measured:
         return None
@@ -192,10 +178,7 @@ def claim_groups(collected: Collected) -> dict[tuple[str, str, str], list[CellRe
 
 
 def tasks_of(collected: Collected) -> list[str]:
-    tasks = set()
-    for r in list(collected.cells) + list(collected.base):
-        tasks.update((r.eval or {}).keys())
-    return sorted(tasks)
+    return sorted({task for r in [*collected.cells, *collected.base] for task in (r.eval or {})})
 
 
 def references(collected: Collected) -> dict[str, dict[str, str | None]]:
@@ -212,11 +195,8 @@ def references(collected: Collected) -> dict[str, dict[str, str | None]]:
     return out
 
 
-# --------------------------------------------------------------------------- output
-
-
 def headline_frame(claims: list[Claim]) -> pd.DataFrame:
-    """One row per claim (``headline.csv``): what the replication command compares."""
+    """One row per claim (``headline.csv``)."""
     columns = list(Claim("", "", "", "", "", "below", paired.seed_interval([]), "").row())
     return pd.DataFrame([c.row() for c in claims], columns=columns)
 
@@ -233,8 +213,7 @@ def _power(v: float) -> str:
 
 
 def summary_markdown(claims: list[Claim]) -> list[str]:
-    """Markdown rows: the primary family and the positive control, one row per claim:
-    verdict, estimate [95 % interval], design, Holm-adjusted p, planned and observed power."""
+    """Markdown rows: one per claim of the primary family and the positive control."""
     rows = ["| ID | Claim | Verdict, estimate [95 %] | Seeds (strata), df | Holm p | Planned power | Observed power |",
             "|---|---|---|---|---|---|---|"]  # fmt: skip
     for c in claims:

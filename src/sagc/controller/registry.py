@@ -1,12 +1,6 @@
-"""Group-size policies by sizing name: the one place that parses a sizing.
-
-A sizing name (``g<N>``, ``<policy>``, ``<policy>-<variant>``) is what a grid cell, a
-simulator run or a table row calls its policy; ``parse_sizing`` turns it into a ``Sizing``
-or raises a ``ValueError`` naming it, and everything that needs to know what a sizing means
-asks here. ``POLICIES`` registers each policy with its config block.
-
-Name forms, config blocks and variants, adding a policy: docs/controller.md, "Sizing names
-and the policy registry".
+"""Group-size policies by sizing name (``g<N>``, ``<policy>``, ``<policy>-<variant>``): the one
+place that parses a sizing. Name forms, config blocks, adding a policy: docs/controller.md,
+"Sizing names and the policy registry".
 """
 
 from __future__ import annotations
@@ -33,12 +27,9 @@ _FIXED = re.compile(r"^g([0-9]+)$")
 
 @dataclass(frozen=True, init=False)
 class Policy:
-    """A registered family of sizings: its base name, config block and how to build it.
-
-    ``config`` validates the block (``from_dict``) and ``build(config)`` makes the sizer;
-    either may be given as ``"module:name"``, imported when first used (module docstring).
-    ``inherits`` names another block whose keys the policy's block starts from.
-    """
+    """A registered family of sizings: its base name, config block (``config`` validates it),
+    ``build(config)``, and ``inherits``, a block whose keys the policy's block starts from.
+    ``config`` and ``build`` may be ``"module:name"`` strings, imported when first used."""
 
     name: str
     block: str
@@ -114,8 +105,7 @@ POLICIES: dict[str, Policy] = {
 
 
 def register(policy: Policy) -> Policy:
-    """Add a policy at run time (tests, plug-ins); the module-level ``POLICIES`` is the
-    place for the project's own policies."""
+    """Add a policy at run time (tests, plug-ins); the project's own are in ``POLICIES``."""
     if policy.name in POLICIES or _FIXED.match(policy.name):
         raise ValueError(f"sizing policy {policy.name!r} is already registered or clashes with 'g<N>'")
     POLICIES[policy.name] = policy
@@ -148,8 +138,7 @@ class Sizing:
 
     @property
     def block(self) -> str:
-        """The config block this sizing reads (the fixed baseline: the SAGC block's
-        measurement keys)."""
+        """The config block this sizing reads (a fixed G: the SAGC block's measurement keys)."""
         return MEASUREMENT_BLOCK if self.policy is None else self.policy.block
 
     @property
@@ -157,12 +146,9 @@ class Sizing:
         """The typed config class of the block (``SAGCConfig`` for SAGC and fixed G)."""
         return SAGCConfig if self.policy is None else self.policy.config
 
-    # -- from a pipeline config (top-level blocks) to a cell's block ----------------------
-
     def cell_block(self, config: Mapping[str, Any]) -> dict[str, Any]:
-        """The block a cell of this sizing carries, from a pipeline config: the policy's
-        block (after the one it inherits), then the variant's overrides; a fixed G gets
-        the measurement keys only. Raises ``ValueError`` for an unknown variant."""
+        """A cell's block from a pipeline config: the inherited block, the policy's, then the
+        variant's overrides (``ValueError`` if unknown); a fixed G gets the measurement keys."""
         if self.policy is None:
             return {k: v for k, v in dict(config.get(MEASUREMENT_BLOCK) or {}).items() if k in MEASUREMENT_KEYS}
         p = self.policy
@@ -178,20 +164,16 @@ class Sizing:
             block.update(variants[self.variant])
         return block
 
-    # -- from a cell's block to a config and a sizer ----------------------------------------
-
     def config(self, block: Mapping[str, Any] | Any = None, seed: int | None = None):
         """The typed config of the block (``ValueError`` when invalid); ``seed`` overrides it.
-        A fixed G's block is an ``SAGCConfig`` of which only the measurement keys count."""
+        A fixed G's is an ``SAGCConfig`` of which only the measurement keys count."""
         cls = self.config_class
         if isinstance(block, cls) and seed is None:
             return block
         if hasattr(block, "to_dict"):  # a typed config (e.g. the simulator's SAGCConfig)
             block = block.to_dict()
         d = dict(block or {})
-        if seed is not None:
-            d["seed"] = int(seed)
-        return cls.from_dict(d)
+        return cls.from_dict(d if seed is None else {**d, "seed": int(seed)})
 
     def group_sizes(self, block: Mapping[str, Any] | Any = None) -> tuple[int, ...]:
         """Every G this sizing can use, ascending."""
@@ -208,8 +190,8 @@ class Sizing:
 
 
 def parse_sizing(name: Any, key: str | None = None) -> Sizing:
-    """Parse a sizing name (see the module docstring); ``ValueError`` for anything else,
-    worded ``<key> must be ..., got <name>`` when the caller names the config ``key``."""
+    """Parse a sizing name; ``ValueError`` for anything else, worded ``<key> must be ...,
+    got <name>`` when the caller names the config ``key``."""
 
     def fail(what: str) -> ValueError:
         if key is None:
@@ -239,15 +221,14 @@ def fixed_group_size(name: str) -> int | None:
 
 
 def measurement(config: Mapping[str, Any]) -> SAGCConfig:
-    """How every cell of a pipeline config counts a straggler (``tau``, ``scope``): the
-    measurement keys of its ``sagc`` block, ``SAGCConfig``'s defaults for the others."""
+    """How every cell of a pipeline config counts a straggler: its ``sagc`` block's
+    measurement keys, ``SAGCConfig``'s defaults for the others."""
     block = config.get(MEASUREMENT_BLOCK) or {}
     return SAGCConfig.from_dict({k: v for k, v in block.items() if k in MEASUREMENT_KEYS})
 
 
 def grid_group_sizes(sizings: Sequence[str], blocks: Mapping[str, Any]) -> tuple[int, ...]:
-    """Every G that a pipeline config's ``sizings`` can choose (each with its block, from
-    ``blocks``, the config's policy blocks), sorted."""
+    """Every G that a pipeline config's ``sizings`` can choose (their blocks from ``blocks``), sorted."""
     parsed = [parse_sizing(s) for s in sizings]
     return tuple(sorted({g for s in parsed for g in s.group_sizes(s.cell_block(blocks))}))
 
@@ -255,7 +236,6 @@ def grid_group_sizes(sizings: Sequence[str], blocks: Mapping[str, Any]) -> tuple
 def make_group_sizer(
     sizing: str, sagc: SAGCConfig | Mapping[str, Any] | None = None, seed: int | None = None
 ) -> GroupSizer:
-    """Build the policy of a sizing name from its config block, a variant's already merged
-    (``seed`` overrides it); what each name builds: docs/controller.md, "Sizing names and
-    the policy registry"."""
+    """Build the policy of a sizing name from its block, a variant's already merged (``seed``
+    overrides the block's)."""
     return parse_sizing(sizing).build(sagc, seed)

@@ -1,10 +1,5 @@
-"""Rule-based group sizings: the baselines that ask how much of SAGC a few-line rule gets.
-
-``aimd`` and ``threshold`` read only each step's straggler flag and move G one candidate at
-a time; neither samples nor keeps a posterior, so given the lengths they are deterministic.
-They read the ``sagc`` block, where their shared keys are declared once.
-
-The two rules and the keys they read: docs/controller.md, "The rule-based baselines".
+"""Rule-based group sizings ``aimd`` and ``threshold``: how much of SAGC a few-line rule
+gets (docs/controller.md, "The rule-based baselines").
 """
 
 import math
@@ -15,29 +10,10 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from sagc.config_models import Number, PositiveInt
-from sagc.controller.sagc import (
-    STATE_VERSION,
-    GroupSizer,
-    SAGCConfig,
-    StepRecord,
-    _check_state,
-    _state_counts,
-    _state_int,
-    _state_number,
-    _StragglerCounter,
-)
+from sagc.controller.sagc import STATE_VERSION, SAGCConfig, StepRecord, _CandidateSizer, _state_int, _state_number
 from sagc.settings import block_model, check, declared
 
 _SAGC = declared(SAGCConfig)
-_SAGC_KEYS = tuple(_SAGC)
-
-
-def quiet_steps_for(delta: float) -> int:
-    """The AIMD climb that balances at risk delta: at a G with straggler risk p, a step
-    goes down with probability p and the next climb comes before a straggler with
-    probability (1 - p) ** k, so up and down moves balance at p = delta when
-    (1 - delta) ** k = 1/2, i.e. k = ln 2 / -ln(1 - delta) (2 for delta = 0.3)."""
-    return max(1, round(math.log(2.0) / -math.log1p(-delta)))
 
 
 @dataclass(frozen=True)
@@ -73,19 +49,17 @@ class RuleConfig:
         if not isinstance(d, dict):
             raise ValueError(f"{cls.block} must be a mapping of its keys, got {type(d).__name__}")
         own = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - own - set(_SAGC_KEYS))
+        unknown = sorted(set(d) - own - set(_SAGC))
         if unknown:
             raise ValueError(f"unknown {cls.block} key(s): {unknown}")
         try:
-            SAGCConfig.from_dict({k: v for k, v in d.items() if k in _SAGC_KEYS})
+            SAGCConfig.from_dict({k: v for k, v in d.items() if k in _SAGC})
         except ValueError as e:
             raise ValueError(f"{cls.block}: {e}") from None
         return cls(**{k: v for k, v in d.items() if k in own})
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["candidates"] = list(self.candidates)
-        return d
+        return {**asdict(self), "candidates": list(self.candidates)}
 
     @classmethod
     def block_model(cls, base: type) -> type:
@@ -106,7 +80,10 @@ class AIMDConfig(RuleConfig):
 
     @property
     def climb_after(self) -> int:
-        return self.quiet_steps if self.quiet_steps is not None else quiet_steps_for(self.delta)
+        if self.quiet_steps is not None:
+            return self.quiet_steps
+        # Up and down moves balance at risk delta when (1 - delta) ** k = 1/2 (k = 2 at delta = 0.3).
+        return max(1, round(math.log(2.0) / -math.log1p(-self.delta)))
 
 
 @dataclass(frozen=True)
@@ -123,30 +100,12 @@ class ThresholdConfig(RuleConfig):
     block = "threshold"
 
 
-class _Rule(GroupSizer):
-    """Shared bookkeeping: the current candidate, the straggler counter, state save/load."""
+class _Rule(_CandidateSizer):
+    """Shared by the rules: G moves by ``_move`` (-1, 0 or +1 candidate, from this step's
+    flag) after every step; each rule saves its ``own_keys`` beside the shared state, and
+    ``_load_own_state`` checks them before anything is assigned."""
 
-    kind = "rule"
-    config_class = RuleConfig
-
-    def __init__(self, config: RuleConfig | None = None) -> None:
-        self.config = config if config is not None else self.config_class()
-        self.candidates = self.config.sorted_candidates
-        initial = self.config.initial
-        self._index = self.candidates.index(initial) if initial is not None else (len(self.candidates) - 1) // 2
-        self._counter = _StragglerCounter(self.config.tau, self.config.scope)
-
-    @property
-    def group_size(self) -> int:
-        return self.candidates[self._index]
-
-    @property
-    def max_group_size(self) -> int:
-        return self.candidates[-1]
-
-    @property
-    def straggler_rate(self) -> float:
-        return self._counter.rate
+    own_keys: tuple[str, ...]
 
     def next_group_size(self) -> int:
         return self.group_size
@@ -161,41 +120,15 @@ class _Rule(GroupSizer):
         self._index = min(max(self._index + move, 0), len(self.candidates) - 1)
         return self._counter.record(g, stats, straggler)
 
-    def _move(self, straggler: bool) -> int:
-        """-1, 0 or +1 candidate for the next step, from this step's flag."""
-        raise NotImplementedError
-
-    # -- exact resume: the shared part, then each rule's own numbers ------------------------
-
-    def _own_state(self) -> dict[str, Any]:
-        raise NotImplementedError
-
-    def _load_own_state(self, state: dict[str, Any]) -> dict[str, Any]:
-        """Checked values of the rule's own keys, to assign once everything is checked."""
-        raise NotImplementedError
-
     def state_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "version": STATE_VERSION, "config": self.config.to_dict(),
                 "step": self._counter.step, "n_stragglers": self._counter.n_stragglers,
-                "index": self._index, **self._own_state()}  # fmt: skip
+                "index": self._index, **{k: getattr(self, k) for k in self.own_keys}}  # fmt: skip
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore ``state_dict()``'s output; everything is checked before anything is
-        assigned (``ValueError`` naming the key). Another config than the current one
-        (candidates aside, which must match) is refused: a rule has nothing to warn about."""
-        keys = ("config", "step", "n_stragglers", "index", *self._own_state())
-        _check_state(state, self.kind, keys)
-        try:
-            saved = self.config_class.from_dict(state["config"])
-        except (TypeError, ValueError) as e:
-            raise ValueError(f"{self.kind} state key 'config': {e}") from None
-        if saved.sorted_candidates != self.candidates:
-            raise ValueError(
-                f"state was saved with candidates {list(saved.sorted_candidates)}, "
-                f"this {self.kind} rule has {list(self.candidates)}"
-            )
-        step, n_stragglers = _state_counts(state, self.kind)
-        index = _state_int(state, self.kind, "index", 0, len(self.candidates) - 1)
+        assigned (``ValueError`` naming the key). The current config stays in force."""
+        _, step, n_stragglers, index = self._check_common(state, self.own_keys, f"{self.kind} rule")
         own = self._load_own_state(state)
         self._counter.step, self._counter.n_stragglers, self._index = step, n_stragglers, index
         for key, value in own.items():
@@ -210,6 +143,7 @@ class AIMDRule(_Rule):
 
     kind = "aimd"
     config_class = AIMDConfig
+    own_keys = ("quiet",)
 
     def __init__(self, config: AIMDConfig | None = None) -> None:
         super().__init__(config)
@@ -225,9 +159,6 @@ class AIMDRule(_Rule):
         self.quiet = 0
         return +1
 
-    def _own_state(self) -> dict[str, Any]:
-        return {"quiet": self.quiet}
-
     def _load_own_state(self, state: dict[str, Any]) -> dict[str, Any]:
         return {"quiet": _state_int(state, self.kind, "quiet", 0)}
 
@@ -237,6 +168,7 @@ class ThresholdRule(_Rule):
 
     kind = "threshold"
     config_class = ThresholdConfig
+    own_keys = ("rate",)
 
     def __init__(self, config: ThresholdConfig | None = None) -> None:
         super().__init__(config)
@@ -248,9 +180,6 @@ class ThresholdRule(_Rule):
         if self.rate > cfg.delta:
             return -1
         return +1 if self.rate < cfg.delta - cfg.margin else 0
-
-    def _own_state(self) -> dict[str, Any]:
-        return {"rate": self.rate}
 
     def _load_own_state(self, state: dict[str, Any]) -> dict[str, Any]:
         return {"rate": _state_number(state["rate"], "rate", 0.0, 1.0, self.kind)}

@@ -1,15 +1,8 @@
-"""SAGC: Straggler-Aware Group Control, and the fixed-G baseline with the same interface.
+"""SAGC (Straggler-Aware Group Control) and the fixed-G baseline with the same interface.
 
-The controller picks the group size G of the next synchronous rollout from completion
-lengths alone (no gradients, rewards or model internals): Thompson sampling of a Beta
-straggler risk per candidate G, the Lagrangian score ``log2(G) - lambda * p~_G``, projected
-dual ascent on lambda, forgetting, local search. The per-step algorithm, every default and
-the reason for it, and the two options beyond the paper: docs/controller.md ("The
-algorithm, step by step").
-
-Everything random flows through one seeded ``numpy.random.Generator`` whose state is part
-of ``state_dict()``, so a run stopped at any step and resumed from its JSON state yields
-the identical G sequence.
+The algorithm, every default and the two options beyond the paper: docs/controller.md. All
+randomness comes from one seeded Generator saved in ``state_dict()``, so a resumed run
+yields the identical G sequence.
 """
 
 from __future__ import annotations
@@ -35,15 +28,11 @@ STATE_VERSION = 1
 SELECTIONS = ("lagrangian", "constrained")
 
 
-def _plain_int(value: Any) -> Any:
-    """A numpy integer as the int it is (``np.arange`` candidates); anything else as given."""
-    return int(value) if isinstance(value, np.integer) else value
-
-
 def Whole(**bounds: int) -> Any:
-    """An integer within ``bounds`` (ge/le), numpy's too; not a bool, not ``4.0``. (The bounds
-    come before the conversion: after it, pydantic would not write them into a JSON schema.)"""
-    return Annotated[int, Field(strict=True, **bounds), BeforeValidator(_plain_int)]
+    """An integer within ``bounds`` (ge/le), numpy's too; not a bool, not ``4.0``."""
+    # The bounds come before the conversion: after it, pydantic would not put them in a JSON schema.
+    plain_int = BeforeValidator(lambda v: int(v) if isinstance(v, np.integer) else v)
+    return Annotated[int, Field(strict=True, **bounds), plain_int]
 
 
 #: A group size: a group of one has no group-relative advantage.
@@ -52,13 +41,9 @@ GroupSize = Whole(ge=2)
 
 @dataclass(frozen=True)
 class SAGCConfig:
-    """Hyper-parameters of the SAGC controller; see the module docstring for the defaults.
-
-    Each field states its type, range and meaning once, here: ``validate`` checks them
-    (``sagc.settings.check``) and the pipeline schema's ``sagc`` block is generated from
-    them (``sagc.pipeline.schema``). Lists are taken for the tuples (YAML and JSON give
-    lists), so the config stays hashable.
-    """
+    """Hyper-parameters of the SAGC controller, each declared once here: ``validate`` checks
+    them and the pipeline schema's ``sagc`` block is made from them. Lists are accepted for
+    the tuples (YAML and JSON give lists), so the config stays hashable."""
 
     candidates: Annotated[
         tuple[GroupSize, ...], Field(min_length=1, description="the group sizes G the controller chooses from")
@@ -122,21 +107,14 @@ class SAGCConfig:
         return cls(**d)
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["candidates"] = list(self.candidates)
-        d["prior"] = list(self.prior)
-        return d
+        return {**asdict(self), "candidates": list(self.candidates), "prior": list(self.prior)}
 
 
 @dataclass
 class StepRecord:
-    """What one ``observe`` call saw and did: everything a plot or a log line needs.
-
-    ``lambda_`` and the posterior / choice fields are empty for ``FixedGroupSize``.
-    ``subgroup_risk`` (``counterfactual`` on) maps each smaller candidate G' to the fraction
-    of the step's disjoint G'-sub-steps that straggled (what its posterior was given).
-    ``skipped`` is True for a step with no rollout (nothing was updated).
-    """
+    """What one ``observe`` call saw and did. The posterior and choice fields are empty for
+    a fixed G; ``subgroup_risk`` (``counterfactual``) maps each smaller G' to the straggler
+    fraction of the step's G'-sub-steps; ``skipped``: a step without rollouts."""
 
     step: int
     group_size: int
@@ -163,36 +141,28 @@ class StepRecord:
 
 @runtime_checkable
 class GroupSizer(Protocol):
-    """What the trainer and the simulator need from a group-size policy.
-
-    A policy subclasses it (as ``FixedGroupSize`` and ``SAGCController`` do) to inherit the
-    default of ``prompt_stream``, the one hook a policy needs beyond the control loop.
-    """
+    """What the trainer and the simulator need from a group-size policy; a policy subclasses
+    it to inherit the default ``prompt_stream``."""
 
     candidates: tuple[int, ...]
 
     @property
     def max_group_size(self) -> int: ...
-
     def next_group_size(self) -> int: ...
-
     def observe(self, lengths: Iterable[Iterable[float]]) -> StepRecord: ...
-
     def state_dict(self) -> dict[str, Any]: ...
-
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
     def prompt_stream(
         self, base: PromptStream, token_ids: Sequence[Sequence[int]] | None = None, features: np.ndarray | None = None
     ) -> PromptStream:
-        """The stream the run's steps draw their prompts from, called once before the first
-        step; default: ``base``, the run's plain stream, unchanged. The arguments and how a
-        policy overrides it: docs/controller.md ("Adding a policy")."""
+        """The stream the run's prompts come from, asked once before the first step; default:
+        ``base`` unchanged (docs/controller.md, "Adding a policy")."""
         return base
 
 
 class _StragglerCounter:
-    """Step counting and the straggler test shared by SAGC and the fixed baseline."""
+    """Step counting and the straggler test shared by every policy."""
 
     def __init__(self, tau: float, scope: str) -> None:
         self.tau = float(tau)
@@ -240,8 +210,7 @@ class _StragglerCounter:
 
 
 class FixedGroupSize(GroupSizer):
-    """The static baseline: always the same G, with SAGC's straggler bookkeeping so that
-    fixed-G runs report straggler rates measured exactly like SAGC's."""
+    """The static baseline: always the same G, its stragglers counted exactly as SAGC's."""
 
     def __init__(self, group_size: int, tau: float = SAGCConfig.tau, scope: str = "step") -> None:
         if isinstance(group_size, bool) or not isinstance(group_size, (int, np.integer)):
@@ -280,8 +249,8 @@ class FixedGroupSize(GroupSizer):
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore ``state_dict()``'s output; the whole state is checked before anything is
-        assigned (a bad one raises ``ValueError`` naming the key and changes nothing)."""
+        """Restore ``state_dict()``'s output; a bad state raises ``ValueError`` naming the key
+        and changes nothing."""
         _check_state(state, "fixed", ("group_size", "step", "n_stragglers"))
         group_size = _state_int(state, "fixed", "group_size", 2)
         if group_size != self.group_size:
@@ -289,38 +258,25 @@ class FixedGroupSize(GroupSizer):
                 f"state was saved for FixedGroupSize({group_size}), "
                 f"cannot load it into FixedGroupSize({self.group_size})"
             )
-        step, n_stragglers = _state_counts(state, "fixed")
-        self._counter.step = step
-        self._counter.n_stragglers = n_stragglers
+        self._counter.step, self._counter.n_stragglers = _state_counts(state, "fixed")
 
     def __repr__(self) -> str:
         return f"FixedGroupSize({self.group_size}, tau={self._counter.tau}, scope={self._counter.scope!r})"
 
 
-class SAGCController(GroupSizer):
-    """Online primal-dual group-size control with Thompson sampling (see module docstring)."""
+class _CandidateSizer(GroupSizer):
+    """A policy that walks the sorted candidates (SAGC and the rules): the current G, the
+    straggler counter and the checks of a saved state that they share."""
 
-    def __init__(self, config: SAGCConfig | None = None) -> None:
-        self.config = config if config is not None else SAGCConfig()
-        self.config.validate()
-        cfg = self.config
-        self.candidates = cfg.sorted_candidates
-        # Plain lists, not arrays: with 3-8 candidates, Python arithmetic is several times
-        # cheaper than numpy's per-call overhead on this per-step path.
-        self._utility = [math.log2(g) for g in self.candidates]
-        self._prior = (float(cfg.prior[0]), float(cfg.prior[1]))
-        self.alpha = [self._prior[0]] * len(self.candidates)
-        self.beta = [self._prior[1]] * len(self.candidates)
-        self.lambda_ = 0.0
-        initial = cfg.initial if cfg.initial is not None else self.candidates[(len(self.candidates) - 1) // 2]
-        self._index = self.candidates.index(initial)
-        self._rng = np.random.default_rng(cfg.seed)
-        self._counter = _StragglerCounter(cfg.tau, cfg.scope)
-        self._last_sampled: dict[int, float] = {}
-        self._last_scores: dict[int, float] = {}
-        self._started = False
+    kind: str
+    config_class: type
 
-    # -- the two calls of the control loop ---------------------------------------------
+    def __init__(self, config: Any = None) -> None:
+        self.config = config if config is not None else self.config_class()
+        self.candidates = self.config.sorted_candidates
+        initial = self.config.initial
+        self._index = self.candidates.index(initial) if initial is not None else (len(self.candidates) - 1) // 2
+        self._counter = _StragglerCounter(self.config.tau, self.config.scope)
 
     @property
     def group_size(self) -> int:
@@ -330,6 +286,49 @@ class SAGCController(GroupSizer):
     @property
     def max_group_size(self) -> int:
         return self.candidates[-1]
+
+    @property
+    def straggler_rate(self) -> float:
+        return self._counter.rate
+
+    def _check_common(self, state: Any, keys: Sequence[str], what: str) -> tuple[Any, int, int, int]:
+        """The saved config, step, straggler count and index of a state, checked; ``what``
+        names this policy when the candidates differ."""
+        _check_state(state, self.kind, ("config", "step", "n_stragglers", "index", *keys))
+        try:
+            saved = self.config_class.from_dict(state["config"])
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"{self.kind} state key 'config': {e}") from None
+        if saved.sorted_candidates != self.candidates:
+            raise ValueError(
+                f"state was saved with candidates {list(saved.sorted_candidates)}, "
+                f"this {what} has {list(self.candidates)}"
+            )
+        step, n_stragglers = _state_counts(state, self.kind)
+        return saved, step, n_stragglers, _state_int(state, self.kind, "index", 0, len(self.candidates) - 1)
+
+
+class SAGCController(_CandidateSizer):
+    """Online primal-dual group-size control with Thompson sampling (docs/controller.md)."""
+
+    kind = "sagc"
+    config_class = SAGCConfig
+
+    def __init__(self, config: SAGCConfig | None = None) -> None:
+        if config is not None:
+            config.validate()
+        super().__init__(config)
+        cfg = self.config
+        # Plain lists, not arrays: with 3-8 candidates, Python beats numpy's per-call overhead.
+        self._utility = [math.log2(g) for g in self.candidates]
+        self._prior = (float(cfg.prior[0]), float(cfg.prior[1]))
+        self.alpha = [self._prior[0]] * len(self.candidates)
+        self.beta = [self._prior[1]] * len(self.candidates)
+        self.lambda_ = 0.0
+        self._rng = np.random.default_rng(cfg.seed)
+        self._last_sampled: dict[int, float] = {}
+        self._last_scores: dict[int, float] = {}
+        self._started = False
 
     def eligible(self) -> list[int]:
         """Indices the local-search restriction allows from the current G."""
@@ -364,12 +363,10 @@ class SAGCController(GroupSizer):
     def observe(self, lengths: Iterable[Iterable[float]]) -> StepRecord:
         """Update lambda and the posteriors from the step that just ran at ``group_size``.
 
-        ``lengths`` holds one list of completion lengths (tokens, truncated rows included)
-        per prompt group, in generation order. Empty groups are ignored; a step with no
-        length at all is skipped with a ``RuntimeWarning`` (nothing is updated); NaN,
-        infinite, negative or impossibly long (> ``sagc.lengths.MAX_LENGTH``) lengths raise
-        ``ValueError`` before any state changes. With ``counterfactual``, every smaller
-        candidate also gets the straggler fraction of the step's disjoint sub-steps.
+        ``lengths``: one list of completion lengths (tokens, truncated rows included) per prompt
+        group, in generation order; empty groups are ignored. A step without any length is
+        skipped with a ``RuntimeWarning``; NaN, infinite, negative or impossibly long
+        (> ``sagc.lengths.MAX_LENGTH``) lengths raise ``ValueError`` before any state changes.
         """
         g = self.group_size
         cfg = self.config
@@ -414,12 +411,6 @@ class SAGCController(GroupSizer):
     def posterior_mean(self) -> dict[int, float]:
         return {g: a / (a + b) for g, a, b in zip(self.candidates, self.alpha, self.beta)}
 
-    @property
-    def straggler_rate(self) -> float:
-        return self._counter.rate
-
-    # -- exact resume ---------------------------------------------------------------------
-
     def state_dict(self) -> dict[str, Any]:
         """JSON-serialisable state, RNG included: loading it resumes the exact G sequence."""
         rng_state = self._rng.bit_generator.state
@@ -437,41 +428,20 @@ class SAGCController(GroupSizer):
             "last_sampled": {str(k): v for k, v in self._last_sampled.items()},
             "last_scores": {str(k): v for k, v in self._last_scores.items()},
             # PCG64's 128-bit integers as strings: safe for any JSON reader.
-            "rng": {
-                "bit_generator": rng_state["bit_generator"],
-                "state": {k: str(v) for k, v in rng_state["state"].items()},
-                "has_uint32": rng_state["has_uint32"],
-                "uinteger": rng_state["uinteger"],
-            },
+            "rng": {**rng_state, "state": {k: str(v) for k, v in rng_state["state"].items()}},
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore ``state_dict()``'s output (exact resume).
-
-        The whole state is validated before anything is assigned: a truncated or damaged
-        state raises ``ValueError`` naming the key and leaves the controller untouched.
-        A state saved with another config (other than the candidates) loads with a
-        ``RuntimeWarning``; the current config stays in force.
-        """
-        keys = ("config", "step", "n_stragglers", "index", "started", "lambda", "alpha", "beta",
-                "last_sampled", "last_scores", "rng")  # fmt: skip
-        _check_state(state, "sagc", keys)
-        try:
-            saved = SAGCConfig.from_dict(state["config"])
-        except (TypeError, ValueError) as e:
-            raise ValueError(f"sagc state key 'config': {e}") from None
-        if saved.sorted_candidates != self.candidates:
-            raise ValueError(
-                f"state was saved with candidates {list(saved.sorted_candidates)}, "
-                f"this controller has {list(self.candidates)}"
-            )
-        n = len(self.candidates)
-        step, n_stragglers = _state_counts(state, "sagc")
-        index = _state_int(state, "sagc", "index", 0, n - 1)
+        """Restore ``state_dict()``'s output. A bad state raises ``ValueError`` naming the key
+        and changes nothing; one saved with another config (candidates aside) loads with a
+        ``RuntimeWarning`` and the current config stays in force."""
+        keys = ("started", "lambda", "alpha", "beta", "last_sampled", "last_scores", "rng")
+        saved, step, n_stragglers, index = self._check_common(state, keys, "controller")
         started = state["started"]
         if not isinstance(started, bool):
             raise ValueError(f"sagc state key 'started' must be true or false, got {started!r}")
         lam = _state_number(state["lambda"], "lambda", 0.0, saved.lambda_max)
+        n = len(self.candidates)
         alpha = _state_vector(state, "alpha", n)
         beta = _state_vector(state, "beta", n)
         last_sampled = _state_by_candidate(state, "last_sampled", self.candidates, 0.0, 1.0)
@@ -485,15 +455,10 @@ class SAGCController(GroupSizer):
                 RuntimeWarning,
                 stacklevel=2,
             )
-        self._counter.step = step
-        self._counter.n_stragglers = n_stragglers
-        self._index = index
-        self._started = started
-        self.lambda_ = lam
-        self.alpha = alpha
-        self.beta = beta
-        self._last_sampled = last_sampled
-        self._last_scores = last_scores
+        self._counter.step, self._counter.n_stragglers = step, n_stragglers
+        self._index, self._started, self.lambda_ = index, started, lam
+        self.alpha, self.beta = alpha, beta
+        self._last_sampled, self._last_scores = last_sampled, last_scores
         self._rng.bit_generator.state = rng
 
     def __repr__(self) -> str:
@@ -515,7 +480,7 @@ def _check_state(state: Any, kind: str, keys: Sequence[str]) -> None:
 
 
 def _state_int(state: dict[str, Any], kind: str, key: str, lo: int, hi: int | None = None) -> int:
-    v = state[key]
+    v = state.get(key)
     if isinstance(v, bool) or not isinstance(v, int) or v < lo or (hi is not None and v > hi):
         want = f"an integer in [{lo}, {hi}]" if hi is not None else f"an integer >= {lo}"
         raise ValueError(f"{kind} state key {key!r} must be {want}, got {v!r}")

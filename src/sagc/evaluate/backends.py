@@ -1,25 +1,22 @@
-"""Model backends for lm-eval, HF transformers on CPU and vLLM, each a subclass that records
-every generation's exact length (``sagc.evaluate.recorder``; docs/evaluation.md). HF gets the
-model folder's tokenizer *object*: from the path lm-eval's ``AutoTokenizer`` would swap a
-qwen2 folder's pre-tokenizer (docs/library-notes.md, "Tokenizer swap").
-"""
+"""lm-eval backends (HF on CPU, vLLM) that record every generation's exact length. HF gets the tokenizer
+*object*: from a path, lm-eval's ``AutoTokenizer`` would swap a qwen2 folder's pre-tokenizer
+(docs/library-notes.md, "Tokenizer swap")."""
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 from sagc.evaluate.config import EvalSettings
 from sagc.evaluate.recorder import GenerationRecord, measure_generation
-from sagc.tokenizers import load_tokenizer  # one loader for training and evaluation
-
-# One vLLM check for training and evaluation (installed, inside TRL's window).
+from sagc.tokenizers import load_tokenizer
 from sagc.vllm_support import require_vllm  # noqa: F401 (the runner's import path)
 
 
 def _eos_ids(model, tokenizer) -> list[int]:
     ids: set[int] = set()
     for source in (getattr(model, "generation_config", None), getattr(model, "config", None)):
-        value = getattr(source, "eos_token_id", None) if source is not None else None
+        value = getattr(source, "eos_token_id", None)
         if isinstance(value, int):
             ids.add(value)
         elif isinstance(value, (list, tuple)):
@@ -43,10 +40,7 @@ def make_hf_lm(model_dir: Path, recorder, *, batch_size: int | str = 8, device: 
             budget = max_length - n_ctx
             eos = _eos_ids(self.model, self.tokenizer)
             pad = self.tokenizer.pad_token_id
-
-            def raw_decode(toks):
-                return self.tokenizer.decode(toks, skip_special_tokens=False)
-
+            raw_decode = partial(self.tokenizer.decode, skip_special_tokens=False)
             for row in out[:, n_ctx:].tolist():
                 record = measure_generation(
                     row, budget=budget, eos_ids=eos, pad_id=pad, stop_strings=stop, decode=raw_decode
@@ -72,8 +66,7 @@ def make_hf_lm(model_dir: Path, recorder, *, batch_size: int | str = 8, device: 
 
 
 def vllm_model_args(model_dir: Path, cfg: EvalSettings) -> str:
-    """lm-eval's ``--model_args`` string for ``--model vllm``, from the cell's vLLM keys (checked
-    there). The tokenizer is the model folder's own (``tokenizer=<dir>``)."""
+    """lm-eval's ``--model_args`` for ``--model vllm`` from the cell's vLLM keys; the folder's own tokenizer."""
     path = str(Path(model_dir))
     if "," in path or "=" in path:
         raise ValueError(f"model path {path!r} contains ',' or '=', which model_args cannot carry")
@@ -92,8 +85,7 @@ def vllm_model_args(model_dir: Path, cfg: EvalSettings) -> str:
 
 
 def make_vllm_lm(model_args: str, recorder):
-    """An lm-eval vLLM model for ``model_args`` (``vllm_model_args``) that files every
-    generation in ``recorder``: its token count and whether vLLM stopped it at the cap."""
+    """An lm-eval vLLM model for ``model_args`` that files every generation in ``recorder``."""
     from lm_eval.models.utils import postprocess_generated_text
     from lm_eval.models.vllm_causallms import VLLM
 
@@ -109,20 +101,16 @@ def make_vllm_lm(model_args: str, recorder):
                 completion = output.outputs[0]
                 # The exact string generate_until will return for this output.
                 text = postprocess_generated_text(completion.text, list(sp.stop or []), self.think_end_token)
-                recorder.add(
-                    text,
-                    GenerationRecord(
-                        n_tokens=len(completion.token_ids), truncated=completion.finish_reason == "length"
-                    ),
-                )
+                truncated = completion.finish_reason == "length"
+                recorder.add(text, GenerationRecord(n_tokens=len(completion.token_ids), truncated=truncated))
             return outputs
 
     return RecordingVLLM.create_from_arg_string(model_args, {"batch_size": "auto"})
 
 
 def shutdown_vllm(lm) -> None:
-    """Stop the engine core of a ``make_vllm_lm`` model (its processes outlive the
-    evaluation otherwise, and a process that evaluated twice waits on them at exit)."""
+    """Stop a ``make_vllm_lm`` model's engine core: its processes outlive the evaluation otherwise
+    (and a process that evaluated twice waits on them at exit)."""
     engine = getattr(getattr(lm, "model", None), "llm_engine", None)
     core = getattr(engine, "engine_core", None)
     if core is not None:

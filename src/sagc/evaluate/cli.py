@@ -1,8 +1,4 @@
-"""Command line of ``python -m sagc.evaluate`` (the Snakemake evaluate/stage rules call it).
-
-``run``'s flags are the keys of an evaluation cell (``EvalConfig``) under the same names;
-every flag, and how flags, the file and defaults combine: docs/evaluation.md.
-"""
+"""Command line of ``python -m sagc.evaluate`` (the Snakemake evaluate/stage rules call it)."""
 
 from __future__ import annotations
 
@@ -45,13 +41,11 @@ def repeats(value: str) -> int | dict[str, int]:
         raise argparse.ArgumentTypeError(f"expected N or TASK=N,TASK=N, got {value!r}") from None
 
 
-#: Keys whose flag text is not a plain number or string.
 _PARSERS = {"tasks": _csv, "repeats": repeats, "batch_size": batch_size}
 
 
 def _flag_type(key: str, annotation: Any) -> Callable[[str], Any]:
-    """How a flag's text becomes the key's value: ``_PARSERS``, else the int or float the
-    key's type holds (through ``Optional`` and ``Annotated``), else the text."""
+    """``_PARSERS``' parser, else the int or float inside the key's type, else ``str``."""
     if key in _PARSERS:
         return _PARSERS[key]
     pending = [annotation]
@@ -61,18 +55,6 @@ def _flag_type(key: str, annotation: Any) -> Callable[[str], Any]:
             return t
         pending += get_args(t)
     return str
-
-
-def _add_cell_flags(run: argparse.ArgumentParser) -> None:
-    """One flag per key of ``EvalConfig``, no default of its own (the model's applies), its
-    help from the key's description."""
-    for key, info in EvalConfig.model_fields.items():
-        flags = ["--" + key.replace("_", "-")] + (["--tp"] if key == "tensor_parallel_size" else [])
-        if info.annotation is bool:
-            how = {"action": "store_const", "const": True}
-        else:
-            how = {"type": _flag_type(key, info.annotation)}
-        run.add_argument(*flags, dest=key, default=None, help=info.description, **how)
 
 
 def cell_from_args(args: argparse.Namespace) -> EvalConfig:
@@ -94,7 +76,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="an evaluation cell (JSON, as the pipeline writes eval.json); flags replace its keys",
     )
-    _add_cell_flags(run)
+    # One flag per key of EvalConfig; an unset flag stays None, so the file's or model's value applies.
+    for key, info in EvalConfig.model_fields.items():
+        flags = ["--" + key.replace("_", "-")] + (["--tp"] if key == "tensor_parallel_size" else [])
+        if info.annotation is bool:
+            how = {"action": "store_const", "const": True}
+        else:
+            how = {"type": _flag_type(key, info.annotation)}
+        run.add_argument(*flags, dest=key, default=None, help=info.description, **how)
 
     st = sub.add_parser("stage", help="cache the paper benchmarks locally (needs network once)")
     st.add_argument("--benchmarks", type=_csv, required=True, help="aime24,amc23,gpqa_diamond")

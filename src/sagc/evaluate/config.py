@@ -1,8 +1,6 @@
-"""What one evaluation is told: ``EvalSettings``, declared once as the pipeline's ``evaluate``
-block, each job's ``eval.json`` (``EvalConfig``) and the flags of ``python -m sagc.evaluate
-run``. Bad values raise a ``ValueError`` naming the key before a model or lm-eval is imported.
-How the pipeline uses it: docs/architecture.md ("One source of truth", an evaluation job).
-"""
+"""What one evaluation is told: ``EvalSettings`` (the pipeline's ``evaluate`` block) and ``EvalConfig``
+(a job's ``eval.json``, the flags of ``python -m sagc.evaluate run``). Bad values raise a ``ValueError``
+naming the key before a model or lm-eval is imported."""
 
 from __future__ import annotations
 
@@ -20,8 +18,7 @@ BACKENDS = ("hf", "vllm")
 #: A file or folder: a non-empty string in the JSON, a ``Path`` too from Python.
 PathText = Annotated[Text, BeforeValidator(lambda v: os.fspath(v) if isinstance(v, os.PathLike) else v)]
 
-#: lm-eval's batch size: a positive integer, or ``auto`` / ``auto:N`` (lm-eval searches the
-#: largest batch that fits, N times over the run).
+#: lm-eval's batch size: a positive integer, or ``auto`` / ``auto:N`` (search the largest that fits N times).
 BatchSize = PositiveInt | Annotated[str, Field(strict=True, pattern=r"^auto(:[0-9]+)?$")]
 
 
@@ -53,15 +50,12 @@ class GenerationOverrides(Section):
 
     def repeats_for(self, task: str) -> int | None:
         """The run's n for ``task``, or None to keep the YAML's."""
-        if isinstance(self.repeats, dict):
-            return self.repeats.get(task)
-        return self.repeats
+        return self.repeats.get(task) if isinstance(self.repeats, dict) else self.repeats
 
 
 class EvalSettings(GenerationOverrides):
-    """How a model is evaluated: the keys of a pipeline config's ``evaluate`` block, and of
-    every evaluation cell. Task names, and repeats per task against them, are checked where
-    the task YAMLs are read (``sagc.evaluate.taskcfg``)."""
+    """How a model is evaluated: a pipeline config's ``evaluate`` block and every evaluation cell.
+    Task names (and per-task repeats) are checked where the task YAMLs are read (``taskcfg``)."""
 
     section_key: ClassVar[str] = ""
     tasks: Annotated[list[Text], Expect("a non-empty list of task names")] = Field(
@@ -70,19 +64,19 @@ class EvalSettings(GenerationOverrides):
     backend: OneOf(BACKENDS) = Field("hf", description="hf: transformers (CPU); vllm: vLLM (GPU)")
     limit: PositiveInt | None = Field(None, description="documents per task (null: all)")
     batch_size: BatchSize = Field(
-        8, description=("rows per batch, or 'auto' / 'auto:N' (lm-eval finds the largest that fits)")
+        8, description="rows per batch, or 'auto' / 'auto:N' (lm-eval finds the largest that fits)"
     )
     device: Text = Field("cpu", description="hf backend: the torch device")
     seed: Integer = Field(0, description="lm-eval's random, numpy, torch and few-shot seeds, and vLLM's")
     threads: PositiveInt | None = Field(None, description="torch CPU threads (null: torch's own choice)")
     apply_chat_template: Flag = Field(
-        False, description=("wrap prompts in the tokenizer's chat template (instruct models)")
+        False, description="wrap prompts in the tokenizer's chat template (instruct models)"
     )
     tensor_parallel_size: PositiveInt = Field(1, description="vllm backend: GPUs per model")
     gpu_memory_utilization: Number(gt=0.0, le=1.0) = Field(0.9, description="vllm backend: memory fraction")
     max_model_len: PositiveInt | None = Field(None, description="vllm backend: max model length")
     dtype: Text = Field(
-        "auto", description=("vllm backend: weights dtype (auto keeps a bf16 checkpoint's; float32 to match hf on CPU)")
+        "auto", description="vllm backend: weights dtype (auto keeps a bf16 checkpoint's; float32 to match hf on CPU)"
     )
 
     @field_validator("batch_size", mode="wrap")
@@ -99,9 +93,8 @@ class EvalSettings(GenerationOverrides):
 
 
 class EvalConfig(EvalSettings):
-    """One evaluation job: the settings, the model, where its data is and where it writes.
-    ``model_json`` stands in for ``model`` where a base model's folder is known only once its
-    job has resolved it (the hub world)."""
+    """One evaluation job: the settings, the model, its data and output folders. ``model_json`` stands
+    in for ``model`` where a base model's folder is known only once its job resolved it (hub world)."""
 
     model: PathText | None = Field(None, description="model folder (weights + tokenizer)")
     model_json: PathText | None = Field(
@@ -128,8 +121,7 @@ class EvalConfig(EvalSettings):
 
     @classmethod
     def from_file(cls, path: str | Path, **overrides: Any) -> EvalConfig:
-        """The cell in the JSON file ``path`` (as the pipeline writes it), keys in
-        ``overrides`` replaced; errors name the file."""
+        """The cell in the JSON file ``path``, keys in ``overrides`` replaced; errors name the file."""
         try:
             data = json.loads(Path(path).read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError) as exc:

@@ -1,7 +1,5 @@
-"""Staging normalisers: a benchmark source's rows -> the columns its task YAML reads, each row
-with an ``id`` (so every source needs one). A task YAML names its normaliser and keyword
-``options`` in ``metadata.sagc_source``; ``sagc.evaluate.stage`` applies it.
-"""
+"""Staging normalisers: a benchmark source's rows -> the columns its task YAML reads, each row with
+an ``id``. A task YAML names its normaliser and keyword ``options`` in ``metadata.sagc_source``."""
 
 from __future__ import annotations
 
@@ -42,27 +40,13 @@ def amc(rows: Iterable[dict], where: str, year: int) -> list[dict]:
     out = []
     for r in rows:
         url = str(_get(r, "url", where))
-        if str(year) not in url:
-            continue
-        out.append(
-            {
-                "id": str(_get(r, "id", where)),
-                "problem": str(_get(r, "problem", where)),
-                "answer": _fmt_answer(_get(r, "answer", where)),
-                "url": url,
-            }
-        )
+        if str(year) in url:
+            row = {"id": str(_get(r, "id", where)), "problem": str(_get(r, "problem", where))}
+            out.append({**row, "answer": _fmt_answer(_get(r, "answer", where)), "url": url})
     return out
 
 
-GPQA_COLUMNS = (
-    "Record ID",
-    "Question",
-    "Correct Answer",
-    "Incorrect Answer 1",
-    "Incorrect Answer 2",
-    "Incorrect Answer 3",
-)
+GPQA_COLUMNS = ("Record ID", "Question", "Correct Answer") + tuple(f"Incorrect Answer {i}" for i in (1, 2, 3))
 
 
 def gpqa(rows: Iterable[dict], where: str) -> list[dict]:

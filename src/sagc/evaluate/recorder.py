@@ -1,7 +1,5 @@
-"""Exact output length and truncation of every generation, counted on the generated tokens
-(re-tokenising lm-eval's decoded text undercounts) and filed under the string lm-eval logs
-for that row. Why, and the definitions: docs/evaluation.md ("The summary's fields").
-"""
+"""Exact output length and truncation of every generation, counted on the generated tokens and filed
+under the string lm-eval logs for it (why: docs/evaluation.md, "The summary's fields")."""
 
 from __future__ import annotations
 
@@ -25,17 +23,13 @@ def measure_generation(
     stop_strings: Iterable[str],
     decode: Callable[[Sequence[int]], str],
 ) -> GenerationRecord:
-    """Length and truncation of one generated row (prompt removed). ``decode`` must keep
-    special tokens, to find stop strings spelled as one (``<|im_end|>``); the pads HF adds
-    after a row stops, while others in the batch generate, are not output."""
+    """Length and truncation of one generated row (prompt removed). ``decode`` must keep special
+    tokens, to find stop strings spelled as one (``<|im_end|>``); trailing pads are not output."""
     tokens = list(tokens)
     eos = set(int(i) for i in eos_ids)
-    end = len(tokens)
-    stopped = False
-    for i, tok in enumerate(tokens):
-        if tok in eos:
-            end, stopped = i + 1, True
-            break
+    first_eos = next((i for i, tok in enumerate(tokens) if tok in eos), None)
+    stopped = first_eos is not None
+    end = first_eos + 1 if stopped else len(tokens)
     if not stopped and pad_id is not None:
         # A row the stopping criteria finished early is padded to the batch's length.
         j = end
@@ -59,8 +53,7 @@ def measure_generation(
 
 
 class GenerationRecorder:
-    """Records keyed by the generation's final text, consumed in generation order: two
-    generations with the same text are matched first-in first-out, which keeps totals exact."""
+    """Records keyed by the generation's final text; equal texts are matched first-in first-out."""
 
     def __init__(self) -> None:
         self._by_text: dict[str, deque[GenerationRecord]] = defaultdict(deque)

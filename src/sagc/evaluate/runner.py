@@ -1,13 +1,10 @@
-"""Evaluate one model on a list of packaged tasks with ``lm_eval.simple_evaluate``, in this
-process and offline (data only from ``data_dir``), writing lm-eval's files, the task copies,
-``output_lengths.jsonl`` and ``summary.json`` (last). Layout: docs/evaluation.md.
-"""
+"""Evaluate one model on packaged tasks with ``lm_eval.simple_evaluate``, in this process and offline,
+writing the files docs/evaluation.md lists (``summary.json`` last)."""
 
 from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import os
 import shutil
 import sys
@@ -24,16 +21,13 @@ from sagc.hub_switches import HUB_OFFLINE_FLAGS
 from sagc.io import atomic_write_json, atomic_write_text
 from sagc.tokenizers import load_tokenizer
 
-log = logging.getLogger(__name__)
-
 OFFLINE_ENV = {flag: "1" for flag in HUB_OFFLINE_FLAGS}
 
 
 @contextlib.contextmanager
 def offline() -> Iterator[None]:
-    """Hold the Hugging Face offline switches for an evaluation: the environment (libraries
-    imported later, vLLM workers) and, as they read it once at import, the module flags of
-    ``huggingface_hub`` and ``datasets`` when already imported (e.g. inside pytest)."""
+    """Hold the Hugging Face offline switches: in the environment, and in the module flags that
+    ``huggingface_hub`` and ``datasets`` read once at import, where already imported."""
     saved_env = {k: os.environ.get(k) for k in OFFLINE_ENV}
     os.environ.update(OFFLINE_ENV)
     patched = []
@@ -60,8 +54,7 @@ def offline() -> Iterator[None]:
 
 def run_evaluation(cfg: EvalConfig, *, lm=None, tokenizer=None) -> dict:
     """Run lm-eval for ``cfg`` and return the summary (also written to ``out/summary.json``).
-    ``lm`` / ``tokenizer``: an already built lm-eval model (a scripted one in tests) and the
-    tokenizer that counts its output, used instead of building ``cfg.backend``'s."""
+    ``lm`` / ``tokenizer``: a built lm-eval model (tests) and the tokenizer that counts its output."""
     model_dir = cfg.model_folder()
     if not model_dir.is_dir():
         raise FileNotFoundError(f"model folder {model_dir} does not exist")
@@ -137,10 +130,7 @@ def run_evaluation(cfg: EvalConfig, *, lm=None, tokenizer=None) -> dict:
     for task in cfg.tasks:
         task_samples = sorted(samples[task], key=lambda s: s["doc_id"])
         rows = measure_samples(
-            task_samples,
-            recorder=recorder,
-            tokenizer=tokenizer,
-            max_gen_toks=max_gen_toks_of(configs[task]),
+            task_samples, recorder=recorder, tokenizer=tokenizer, max_gen_toks=max_gen_toks_of(configs[task])
         )
         n_docs = int(results["n-samples"][task]["effective"])
         summary["tasks"][task] = task_summary(results["results"][task], n_docs, rows, task_samples)

@@ -1,7 +1,5 @@
-"""Stage the paper's benchmarks once into a local cache (from the Hub, or local files with
-``--source-dir``); evaluation only ever reads the cache. What a benchmark is comes from its
-task YAML (``sagc.evaluate.taskcfg``). Details: docs/evaluation.md, "Staging the benchmarks".
-"""
+"""Stage the paper's benchmarks once into a local cache, from the Hub or ``--source-dir``; evaluation
+only reads the cache (docs/evaluation.md, "Staging the benchmarks")."""
 
 from __future__ import annotations
 
@@ -17,10 +15,6 @@ from sagc.io import atomic_write_json, atomic_write_text, read_jsonl
 
 class StageError(RuntimeError):
     """Staging could not produce a cache file; the message says what to do."""
-
-
-def cache_path(cache: Path, benchmark: str) -> Path:
-    return Path(cache) / f"{benchmark}.jsonl"
 
 
 def _read_local(path: Path) -> list[dict]:
@@ -48,7 +42,7 @@ def _find_source(source_dir: Path, benchmark: str) -> Path:
 
 def _offline_message(bench: Benchmark, cache: Path, why: str) -> str:
     return (
-        f"cannot stage benchmark {bench.name!r}: {why}. Nothing is cached at {cache_path(cache, bench.name)}."
+        f"cannot stage benchmark {bench.name!r}: {why}. Nothing is cached at {cache / f'{bench.name}.jsonl'}."
         f" Stage it on a machine with network access and copy {cache} here: {stage_hint(bench, cache)}."
     )
 
@@ -73,7 +67,7 @@ def stage_benchmark(name: str, cache: Path, source_dir: Path | None = None, forc
         raise ValueError(f"unknown benchmark {name!r}; known: {sorted(known)}")
     bench = known[name]
     cache = Path(cache).expanduser().resolve()
-    target = cache_path(cache, name)
+    target = cache / f"{name}.jsonl"
     if target.is_file() and not force:
         return target
     if source_dir is not None:
@@ -90,14 +84,9 @@ def stage_benchmark(name: str, cache: Path, source_dir: Path | None = None, forc
     cache.mkdir(parents=True, exist_ok=True)
     text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
     atomic_write_text(target, text)
+    sha256 = hashlib.sha256(text.encode("utf-8")).hexdigest()
     atomic_write_json(
-        cache / f"{name}.meta.json",
-        {
-            "benchmark": name,
-            "source": source,
-            "rows": len(rows),
-            "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
-        },
+        cache / f"{name}.meta.json", {"benchmark": name, "source": source, "rows": len(rows), "sha256": sha256}
     )
     return target
 

@@ -1,6 +1,4 @@
-"""``summary.json``: the small per-model record that the aggregation reads (its shape is the
-contract in docs/architecture.md; its fields: docs/evaluation.md, "The summary's fields").
-"""
+"""``summary.json``: the per-model record the aggregation reads (fields: docs/evaluation.md)."""
 
 from __future__ import annotations
 
@@ -10,7 +8,7 @@ from typing import Any
 
 from scipy.special import comb
 
-from sagc.evaluate.recorder import GenerationRecord, GenerationRecorder
+from sagc.evaluate.recorder import GenerationRecorder
 from sagc.evaluate.scoring import FILTER, LENIENT_METRIC, METRIC, generations
 
 SUMMARY_FIELDS = (
@@ -28,33 +26,20 @@ _INT_FIELDS = ("samples_per_problem", "n_samples")
 
 
 def measure_samples(
-    samples: Iterable[dict],
-    *,
-    recorder: GenerationRecorder | None,
-    tokenizer,
-    max_gen_toks: int,
+    samples: Iterable[dict], *, recorder: GenerationRecorder | None, tokenizer, max_gen_toks: int
 ) -> list[dict[str, Any]]:
-    """One row per generation: doc id, repeat index, token count, truncation and its source:
-    the backend's recorded figures, else the generation re-tokenised and counted truncated
-    when it fills the budget (``source = "retokenized"``, an approximation)."""
+    """One row per generation (doc id, repeat, tokens, truncated, source): the backend's recorded
+    figures, else the text re-tokenised, truncated when it fills the budget (``"retokenized"``)."""
     rows = []
     for sample in samples:
         for k, text in enumerate(generations(sample.get("resps", []))):
             record = recorder.take(text) if recorder is not None else None
-            source = "generated"
+            row = {"doc_id": sample.get("doc_id"), "repeat": k}
             if record is None:
                 n = len(tokenizer.encode(text, add_special_tokens=False))
-                record = GenerationRecord(n_tokens=n, truncated=n >= max_gen_toks)
-                source = "retokenized"
-            rows.append(
-                {
-                    "doc_id": sample.get("doc_id"),
-                    "repeat": k,
-                    "n_tokens": record.n_tokens,
-                    "truncated": record.truncated,
-                    "source": source,
-                }
-            )
+                rows.append({**row, "n_tokens": n, "truncated": n >= max_gen_toks, "source": "retokenized"})
+            else:
+                rows.append({**row, "n_tokens": record.n_tokens, "truncated": record.truncated, "source": "generated"})
     return rows
 
 
@@ -67,9 +52,8 @@ def _as_float(value: Any, default: float) -> float:
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
-    """Chen et al.'s (2021) unbiased pass@k of one problem with ``c`` of ``n`` samples
-    correct: 1 - C(n - c, k) / C(n, k), the chance that k of the n drawn without
-    replacement hold a correct one."""
+    """Chen et al.'s (2021) unbiased pass@k of one problem with ``c`` of ``n`` samples correct:
+    1 - C(n - c, k) / C(n, k)."""
     if not 0 <= c <= n or not 1 <= k <= n:
         raise ValueError(f"pass@k needs 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
     return 1.0 - float(comb(n - c, k, exact=True)) / float(comb(n, k, exact=True))
@@ -82,8 +66,8 @@ def pass_at_ks(n: int) -> list[int]:
 
 
 def pass_at_k_curve(samples: Iterable[dict]) -> tuple[int, dict[str, float]]:
-    """Samples per problem and the mean over problems of strict pass@k, for every k of
-    ``pass_at_ks``; from lm-eval's logged samples (a problem's ``exact_match`` is c / n)."""
+    """Samples per problem, and strict pass@k averaged over problems for every k of ``pass_at_ks``,
+    from lm-eval's logged samples (a problem's ``exact_match`` is c / n)."""
     counts = []
     for sample in samples:
         n = len(generations(sample.get("resps", [])))

@@ -1,7 +1,5 @@
-"""The packaged lm-eval task YAMLs, their ``sagc_*`` metadata (``task_metas``), and the
-per-run copies that point them at local data with the run's generation settings. Details:
-docs/evaluation.md ("Task YAMLs and their per-run copies").
-"""
+"""The packaged lm-eval task YAMLs, their ``sagc_*`` metadata, and the per-run copies pointing them at
+local data with the run's generation settings (docs/evaluation.md, "Task YAMLs and their per-run copies")."""
 
 from __future__ import annotations
 
@@ -32,12 +30,10 @@ class FunctionRef(str):
     """A ``!function module.name`` reference, kept as text so it survives a YAML round trip."""
 
 
-class _Loader(yaml.SafeLoader):
-    pass
+class _Loader(yaml.SafeLoader): ...
 
 
-class _Dumper(yaml.SafeDumper):
-    pass
+class _Dumper(yaml.SafeDumper): ...
 
 
 _Loader.add_constructor("!function", lambda loader, node: FunctionRef(loader.construct_scalar(node)))
@@ -56,8 +52,7 @@ def task_yaml_paths(tasks_dir: Path = TASKS_DIR) -> dict[str, Path]:
 
 
 class Benchmark(Section):
-    """A staged benchmark (``metadata.sagc_source``, plus its name): where staging gets it,
-    and how it turns the rows into the columns the task reads (``sagc.evaluate.stage``)."""
+    """A staged benchmark (``metadata.sagc_source`` plus its name): its source and normaliser."""
 
     section_key: ClassVar[str] = "metadata.sagc_source"
     name: Text  # metadata.sagc_benchmark: the cache file is <name>.jsonl
@@ -85,8 +80,7 @@ class TaskMeta:
 
 
 def read_task_meta(path: Path) -> TaskMeta:
-    """The metadata of the task YAML ``path``; a missing or wrong key raises a ``ValueError``
-    naming the file and the key."""
+    """The metadata of the task YAML ``path``; a bad key raises a ``ValueError`` naming file and key."""
     cfg = load_task_yaml_file(path)
     meta = cfg.get("metadata") or {}
 
@@ -126,8 +120,7 @@ def read_task_meta(path: Path) -> TaskMeta:
 
 
 def task_metas(tasks_dir: Path = TASKS_DIR) -> dict[str, TaskMeta]:
-    """Every packaged task's metadata, by task name, in file-name order; two tasks staging
-    one benchmark name from different sources are refused."""
+    """Every packaged task's metadata by name, in file-name order; refuses two sources for one benchmark."""
     metas = {name: read_task_meta(path) for name, path in task_yaml_paths(tasks_dir).items()}
     seen: dict[str, TaskMeta] = {}
     for meta in metas.values():
@@ -192,10 +185,8 @@ def stage_hint(bench: Benchmark, cache: Path) -> str:
 
 
 def resolve_data_files(cfg: dict[str, Any], data_dir: Path) -> dict[str, Any]:
-    """Return a copy of ``cfg`` whose relative ``data_files`` live under ``data_dir``.
-
-    Raises ``MissingDataError`` naming the missing path and how to produce it.
-    """
+    """A copy of ``cfg`` whose relative ``data_files`` live under ``data_dir``; ``MissingDataError``
+    names a missing file and how to produce it."""
     cfg = copy.deepcopy(cfg)
     name = cfg.get("task", "?")
     data_files = (cfg.get("dataset_kwargs") or {}).get("data_files")
@@ -221,7 +212,7 @@ def resolve_data_files(cfg: dict[str, Any], data_dir: Path) -> dict[str, Any]:
 
 
 def apply_overrides(cfg: dict[str, Any], gen: GenerationOverrides) -> dict[str, Any]:
-    """Return a copy of ``cfg`` with the run's generation settings applied."""
+    """A copy of ``cfg`` with the run's generation settings applied."""
     cfg = copy.deepcopy(cfg)
     kwargs = dict(cfg.get("generation_kwargs") or {})
     if gen.max_gen_toks is not None:
@@ -273,8 +264,7 @@ def write_run_tasks(
     return configs
 
 
-#: Output tokens per second one GPU decodes for a 3B model under vLLM with many sequences
-#: in flight: an assumed order of magnitude for the plan below, not a measurement here.
+#: Output tokens/s of one GPU decoding a 3B model under vLLM: an assumed order of magnitude, not measured.
 ASSUMED_DECODE_TOKENS_PER_GPU_S = 10_000
 
 
@@ -287,14 +277,9 @@ class TaskPlan:
     samples: int  # per problem (n of avg@n, pass@n)
     max_gen_toks: int
 
-    @property
-    def max_tokens(self) -> int:
-        return self.problems * self.samples * self.max_gen_toks
-
 
 def evaluation_plan(tasks: list[str], gen: GenerationOverrides, limit: int | None = None) -> list[TaskPlan]:
-    """Per task, the generations of one model's evaluation, from the task YAMLs' problem
-    counts (``metadata.sagc_problems``), the run's ``limit`` and its generation settings."""
+    """Per task, the generations of one model's evaluation (``metadata.sagc_problems``, ``limit``, ``gen``)."""
     plans = []
     metas = task_metas()
     for name in tasks:
@@ -309,9 +294,8 @@ def evaluation_plan(tasks: list[str], gen: GenerationOverrides, limit: int | Non
 
 
 def describe_plan(plans: list[TaskPlan], models: int) -> str:
-    """One paragraph for the dry run: samples and worst-case tokens, and GPU-hours at the
-    assumed decode rate."""
-    tokens = models * sum(p.max_tokens for p in plans)
+    """The dry run's line: samples, worst-case tokens and GPU-hours at the assumed decode rate."""
+    tokens = models * sum(p.problems * p.samples * p.max_gen_toks for p in plans)
     hours = tokens / ASSUMED_DECODE_TOKENS_PER_GPU_S / 3600
     parts = ", ".join(f"{p.task} {p.problems} x {p.samples} samples x <= {p.max_gen_toks} tok" for p in plans)
     return (

@@ -1,6 +1,5 @@
-"""What each job of the workflow is told (the training and evaluation cells, the aggregation's
-grid): pure functions of the checked config, so Snakemake's params rerun exactly the cells
-whose inputs changed."""
+"""What each job of the workflow is told (training and evaluation cells, the aggregation's grid):
+pure functions of the checked config, so Snakemake reruns exactly the cells whose inputs changed."""
 
 from __future__ import annotations
 
@@ -20,8 +19,7 @@ from sagc.train.config import DeviceSection, TrainConfig
 
 
 def sizing_section(config: PipelineConfig, sizing: str) -> dict[str, Any]:
-    """A cell's ``sizing`` section: its name and its policy's block, variant applied (a fixed
-    ``g<N>`` gets only the measurement keys)."""
+    """A cell's ``sizing`` section: its name and its policy's block, variant applied."""
     parsed = parse_sizing(sizing)
     return {"name": sizing, parsed.block: parsed.cell_block(config.policy_blocks())}
 
@@ -32,8 +30,8 @@ def straggler_tau(config: PipelineConfig) -> float:
 
 
 def measure_prompts(config: PipelineConfig) -> int:
-    """Prompts per step of the world's straggler measurement: ``train.prompts_per_step``,
-    or with a ``train.rollout_budget`` the prompts the budget gives the largest G."""
+    """Prompts per step of the straggler measurement: ``train.prompts_per_step``, or what the
+    rollout budget gives the largest G."""
     train = config.train
     if train.prompts_per_step is not None:
         return train.prompts_per_step
@@ -41,9 +39,8 @@ def measure_prompts(config: PipelineConfig) -> int:
 
 
 def train_cell_config(config: PipelineConfig, grid: Grid, cell: Cell) -> dict[str, Any]:
-    """One training cell's ``cell.json``: its settings as the config states them, resolved
-    (``sagc.train.resolve``) with ``gradient_accumulation_steps: auto`` replaced by what fits
-    the card and the memory plan (docs/architecture.md). ``ValueError`` names what is wrong."""
+    """One training cell's ``cell.json``: its settings, resolved, with ``auto`` accumulation sized and
+    the memory plan (docs/architecture.md); ``ValueError`` names what is wrong."""
     settings = cell_settings(config, grid, cell)
     if settings["train"].get("gradient_accumulation_steps") == "auto":
         settings["train"].update(auto_accumulation(config, cell.model, settings))
@@ -54,8 +51,7 @@ def train_cell_config(config: PipelineConfig, grid: Grid, cell: Cell) -> dict[st
 
 @per_config
 def resolved_cells(config: PipelineConfig) -> dict[Cell, tuple[dict[str, Any], TrainConfig] | ValueError]:
-    """Every training cell of a checked config as ``(cell.json, TrainConfig)``, or the
-    ``ValueError`` that refuses it; memoised, so each cell is resolved once per parse."""
+    """Every training cell as ``(cell.json, TrainConfig)`` or the ``ValueError`` refusing it, once per parse."""
     grid = Grid.from_config(config)
     cells: dict[Cell, tuple[dict[str, Any], TrainConfig] | ValueError] = {}
     for cell in grid.cells():
@@ -76,7 +72,7 @@ def resolved_cell(config: PipelineConfig, cell: Cell) -> tuple[dict[str, Any], T
 
 
 def cell_settings(config: PipelineConfig, grid: Grid, cell: Cell) -> dict[str, Any]:
-    """A training cell's settings, in ``sagc.train``'s cell format, before they are resolved."""
+    """A training cell's settings in ``sagc.train``'s cell format, unresolved."""
     spec = config.models[cell.model]
     out = grid.train_dir(cell)
     train = {**config.stated("train"), "seed": cell.train_seed}
@@ -123,9 +119,8 @@ def cell_settings(config: PipelineConfig, grid: Grid, cell: Cell) -> dict[str, A
 def eval_cell_config(
     config: PipelineConfig, grid: Grid, target: Cell | str, threads: int | None = None
 ) -> dict[str, Any]:
-    """One evaluation job's ``EvalConfig`` (the evaluate block but ``EVAL_PIPELINE_KEYS``, plus
-    the job's model, data, output folder and cell id). ``target``: a trained cell, or a model
-    name for its base model; ``threads``: the job's, when not ``evaluate.threads``."""
+    """One evaluation job's ``EvalConfig``; ``target``: a trained cell, or a model name for its base
+    model; ``threads``: the job's, when not ``evaluate.threads``."""
     settings = {k: v for k, v in eval_settings(config).items() if k not in EVAL_PIPELINE_KEYS}
     if threads is not None:
         settings["threads"] = threads
@@ -171,7 +166,7 @@ def aggregate_grid(config: PipelineConfig, grid: Grid) -> dict[str, Any]:
         ],
         "tables_dir": grid.tables_dir,
         "figures_dir": grid.figures_dir,
-        "delta": measurement_budget(config),
+        "delta": SAGCConfig.from_dict(config.policy_blocks().get("sagc") or {}).delta,  # picks the best static G
         "budgets": {s: b for s in grid.sizings if (b := sizing_budget(config, s)) is not None},
         "straggler_reports": world_of(config).straggler_reports(grid),
         "claims": config.stated("claims"),
@@ -186,14 +181,9 @@ def sizing_budget(config: PipelineConfig, sizing: str) -> float | None:
     return getattr(parsed.config(parsed.cell_block(config.policy_blocks())), "delta", None)
 
 
-def measurement_budget(config: PipelineConfig) -> float:
-    """The ``sagc`` block's delta: the budget that picks the best static G."""
-    return SAGCConfig.from_dict(config.policy_blocks().get("sagc") or {}).delta
-
-
 def cli_flags(params: dict[str, Any]) -> str:
-    """``{"n_train": 100, "fast": True}`` -> ``--fast --n-train 100``, shell-quoted, sorted by
-    key: a rule param, and reordering keys in a YAML file must not rerun a job."""
+    """``{"n_train": 100, "fast": True}`` -> ``--fast --n-train 100``, shell-quoted, sorted by key
+    (reordering a YAML file must not rerun a job)."""
     parts = []
     for key, value in sorted(params.items()):
         flag = "--" + key.replace("_", "-")

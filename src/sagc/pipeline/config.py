@@ -1,7 +1,5 @@
-"""Checking a pipeline config when the Snakefile is parsed, before any job: the typed model,
-its defaults filled in, then the checks that need the registry, the task files or the grid.
-What each layer checks: docs/architecture.md ("Validation happens at two boundaries").
-"""
+"""Checking a pipeline config when the Snakefile is parsed, before any job; docs/architecture.md
+("Validation happens at two boundaries")."""
 
 from __future__ import annotations
 
@@ -37,8 +35,7 @@ class ConfigError(ValueError):
 
 
 def check_types(config: dict[str, Any], source: str) -> None:
-    """Types, ranges, unknown keys and the checks within a block, against the typed model; one
-    line per problem, naming the key."""
+    """The config against the typed model; one line per problem, naming the key."""
     model = pipeline_model()
     try:
         # as JSON, as a config file states it: a list is a valid tuple, "3" is no integer
@@ -60,8 +57,7 @@ def check_semantics(config: PipelineConfig, source: str) -> None:
 
 
 def _evaluate_problems(config: PipelineConfig) -> list[str]:
-    """The evaluated tasks are packaged tasks of the config's world, and a per-task
-    ``evaluate.repeats`` names only those."""
+    """The evaluated tasks are packaged tasks of the world; ``evaluate.repeats`` names only those."""
     try:
         metas = task_metas()
     except ValueError as err:  # a task YAML without the metadata the pipeline reads
@@ -86,8 +82,7 @@ def _evaluate_problems(config: PipelineConfig) -> list[str]:
 
 
 def _sizing_problems(sizings: list[str], blocks: dict[str, Any]) -> list[str]:
-    """Each sizing against the variants it needs, and each policy's block and every variant
-    in ``blocks``, used or not (a typo in an unused one is still a typo)."""
+    """Each sizing, and every policy block and variant in ``blocks``, used or not (a typo is a typo)."""
     problems = []
     used = set()
     for sizing in sizings:
@@ -115,8 +110,7 @@ def _sizing_problems(sizings: list[str], blocks: dict[str, Any]) -> list[str]:
 
 
 def load_config(*paths: str | Path) -> PipelineConfig:
-    """Read and check a config, as the Snakefile does; several files are layered as
-    ``snakemake --configfile a.yaml b.yaml`` layers them (recursively into mappings)."""
+    """Read and check a config as the Snakefile does, layering several as ``--configfile a b`` does."""
     from snakemake.utils import update_config
 
     if not paths:
@@ -131,9 +125,8 @@ def load_config(*paths: str | Path) -> PipelineConfig:
 
 
 def fill_defaults(config: dict[str, Any], model: type[BaseModel] | None = None, filled=None) -> None:
-    """Fill in, in place, the typed model's defaults: a key with a non-null default or marked
-    ``FILL_NULL``, or in a block of ``FILLED`` exactly the listed keys; every other key stays
-    absent and its consumer's default applies."""
+    """Fill in the typed model's non-null and ``FILL_NULL`` defaults in place (in a ``FILLED`` block:
+    the listed keys); every other key stays absent and its consumer's default applies."""
     top = model is None
     model = pipeline_model() if top else model
     fields = model.model_fields
@@ -161,9 +154,8 @@ def _fills_null(info: FieldInfo) -> bool:
 
 
 def prepare(config: dict[str, Any], source: str) -> PipelineConfig:
-    """The one typed config every helper reads, from a config as loaded (``source`` names its
-    files in every error): checked, its defaults filled in (in ``config`` too), its cells
-    resolved."""
+    """The one typed config every helper reads: checked, its defaults filled in (in ``config`` too),
+    its cells resolved; ``source`` names its files in every error."""
     check_types(config, source)
     fill_defaults(config)
     typed = pipeline_model().model_validate_json(json.dumps(config))
@@ -174,15 +166,13 @@ def prepare(config: dict[str, Any], source: str) -> PipelineConfig:
 
 
 def check_vllm(config: PipelineConfig, source: str) -> None:
-    """Refuse a config that uses vLLM when the installed vLLM is outside TRL's supported window
-    (no-op where vLLM is not installed)."""
+    """Refuse a config that uses vLLM when the installed one is outside TRL's supported window."""
     if config.device.use_vllm or config.evaluate.backend == "vllm":
         check_installed_vllm(f"{source} uses vLLM")
 
 
 def check_cells(config: PipelineConfig, source: str) -> None:
-    """Every training cell resolves (the trainer's own validation, the step layout, the memory
-    plan); a KV cache too small for a step at G_max is warned about."""
+    """Every training cell resolves; a KV cache too small for a step at G_max is warned about."""
     problems, shortfalls = {}, {}
     for cell, entry in resolved_cells(config).items():
         if isinstance(entry, ValueError):

@@ -1,9 +1,5 @@
-"""What a grid's training cells need on disk (checkpoints, kept and at the peak, from the
-model's parameter count), checked when the workflow loads, before any job.
-
-What a cell writes and where parameter counts come from: docs/cluster.md, "Disk plan of a
-training cell".
-"""
+"""What a grid's training cells need on disk, checked when the workflow loads; docs/cluster.md,
+"Disk plan of a training cell"."""
 
 from __future__ import annotations
 
@@ -11,7 +7,8 @@ import json
 import os
 import shutil
 import warnings
-from collections.abc import Callable, Iterable, Mapping
+from collections import Counter
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -24,8 +21,7 @@ from sagc.tiny.defaults import DEFAULT_VOCAB_SIZE
 
 #: Bytes per parameter of the weights, by the dtype the policy is loaded in.
 WEIGHT_BYTES = {"float32": 4, "bfloat16": 2}
-#: Bytes per parameter of the optimizer state: two fp32 moments (AdamW), and with bf16 weights
-#: CompensatedAdamW's compensation buffer.
+#: Bytes per parameter of the optimizer state: AdamW's two fp32 moments (+ a bf16 compensation buffer).
 OPTIMIZER_BYTES = {"float32": 8, "bfloat16": 8 + 2}
 #: The strategies whose checkpoints are the Trainer's own files (sharded or not, same bytes).
 MODELLED_STRATEGIES = ("ddp", "fsdp2")
@@ -37,8 +33,7 @@ class DiskSpaceWarning(UserWarning):
 
 @dataclass(frozen=True)
 class CellDisk:
-    """What one training cell writes (bytes); ``checkpoint`` and ``final`` are None when the
-    model's size is unknown (``unknown`` says why)."""
+    """What one training cell writes (bytes); None sizes when unknown (``unknown`` says why)."""
 
     model: str
     checkpoint: int | None
@@ -92,9 +87,8 @@ def human(n: float) -> str:
 
 @dataclass(frozen=True)
 class DiskReport:
-    """The grid's disk need against the free space where its results go (all bytes):
-    ``finished`` cells (``done.json``) need no more, ``written`` is what an unfinished cell
-    already holds, ``free`` the free bytes of ``free_at`` (nearest existing folder of ``root``)."""
+    """The grid's disk need (bytes) against ``free`` bytes at ``free_at``; ``finished`` cells need no
+    more, ``written``: what each unfinished cell already holds."""
 
     root: str
     cells: tuple[tuple[str, CellDisk], ...]
@@ -136,9 +130,7 @@ class DiskReport:
 
     def line(self) -> str:
         """One line for the workflow's start."""
-        groups: dict[CellDisk, int] = {}
-        for _, d in self.cells:
-            groups[d] = groups.get(d, 0) + 1
+        groups = Counter(d for _, d in self.cells)
         terms = []
         for d, n in groups.items():
             what = f"{n} {d.model} cell{'s' if n != 1 else ''} x "
@@ -179,16 +171,8 @@ def free_space(path: str | os.PathLike) -> int:
     return shutil.disk_usage(path).free
 
 
-def _bytes_under(folders: Iterable[Path]) -> int:
-    total = 0
-    for folder in folders:
-        for dirpath, _, files in os.walk(folder):
-            total += sum(os.lstat(os.path.join(dirpath, f)).st_size for f in files)
-    return total
-
-
 def model_params(config: PipelineConfig, grid: Grid, model: str) -> tuple[int | None, str | None]:
-    """``(parameters, None)``, or ``(None, why)`` when the count is not available."""
+    """``(parameters, None)``, or ``(None, why)`` when unknown."""
     spec = config.models[model]
     if not world_of(config).builds_models:
         try:
@@ -200,7 +184,6 @@ def model_params(config: PipelineConfig, grid: Grid, model: str) -> tuple[int | 
         return Architecture.from_config(json.loads(built.read_text())).params, None
     from sagc.tiny.models import ModelSize  # it loads the tokenizers library
 
-    # The rule's flags (tiny.model, then the model's tiny_model), the size's share of them.
     flags = {**config.tiny.model, **spec.tiny_model}
     size = ModelSize(**{f.name: flags[f.name] for f in fields(ModelSize) if f.name in flags})
     arch = Architecture(  # as sagc.tiny.models.build_model builds it: tied embeddings, Qwen2's qkv bias
@@ -218,7 +201,7 @@ def model_params(config: PipelineConfig, grid: Grid, model: str) -> tuple[int | 
 
 
 def plan(config: PipelineConfig, grid: Grid) -> list[tuple[Cell, CellDisk]]:
-    """Every cell's disk need, from its resolved trainer config (a checked pipeline config)."""
+    """Every cell's disk need, from its resolved trainer config."""
     params = {m: model_params(config, grid, m) for m in grid.models}
     out = []
     for cell in grid.cells():
@@ -240,8 +223,7 @@ def plan(config: PipelineConfig, grid: Grid) -> list[tuple[Cell, CellDisk]]:
 
 
 def report(config: PipelineConfig, grid: Grid, free_bytes: Callable[[Path], int] = free_space) -> DiskReport:
-    """The grid's ``DiskReport``, with what its cells' folders hold now and ``free_bytes`` of
-    the nearest existing folder at or above the results (which may not exist yet)."""
+    """The grid's ``DiskReport``: what its cells hold now, ``free_bytes`` of the results' nearest existing folder."""
     cells = plan(config, grid)
     finished, written = set(), {}
     for cell, _ in cells:
@@ -249,7 +231,12 @@ def report(config: PipelineConfig, grid: Grid, free_bytes: Callable[[Path], int]
         if (folder / "done.json").is_file():
             finished.add(cell.id)
         elif folder.is_dir():
-            written[cell.id] = _bytes_under([folder / "checkpoints", folder / "final"])
+            written[cell.id] = sum(
+                os.lstat(os.path.join(dirpath, f)).st_size
+                for sub in ("checkpoints", "final")
+                for dirpath, _, files in os.walk(folder / sub)
+                for f in files
+            )
     at = Path(grid.root).absolute()
     while not at.exists() and at != at.parent:
         at = at.parent

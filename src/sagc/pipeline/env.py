@@ -12,10 +12,8 @@ CPU_ISA_ENV = {
 
 
 def configure_job_environment(basedir: str, root: str, wandb_mode: str, cpu_isa: str | None = None) -> None:
-    """Jobs never phone home (W&B offline unless the config says online, Hugging Face from the
-    local cache), import ``sagc`` from this checkout (also in conda environments), and with
-    ``cpu_isa`` compute with that instruction set everywhere (docs/replication.md). Values
-    already exported win, except PYTHONPATH, which is extended."""
+    """Jobs never phone home, import ``sagc`` from this checkout, and compute with ``cpu_isa``
+    (docs/replication.md). Values already exported win; PYTHONPATH is extended."""
     defaults = {
         "WANDB_MODE": wandb_mode,
         "WANDB_X_DISABLE_STATS": "true",

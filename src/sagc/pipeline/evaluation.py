@@ -1,5 +1,4 @@
-"""What the pipeline config's ``evaluate`` block asks for: its settings with the world's
-defaults, the benchmarks the hub world stages, and the evaluation's size."""
+"""What the pipeline config's ``evaluate`` block asks for: settings, staged benchmarks, size."""
 
 from __future__ import annotations
 
@@ -15,8 +14,7 @@ EVAL_PIPELINE_KEYS = ("base_models",)
 
 
 def eval_settings(config: PipelineConfig) -> dict[str, Any]:
-    """The evaluate block as stated, with the world's defaults filled in: without ``tasks``,
-    every packaged task of the config's world (``sagc.evaluate.taskcfg.world_tasks``)."""
+    """The evaluate block as stated; without ``tasks``, every packaged task of the config's world."""
     ev = config.stated("evaluate")
     if "tasks" not in ev:  # not setdefault: the world's task files are read only when needed
         ev["tasks"] = world_tasks(config.world)

@@ -14,8 +14,7 @@ from typing import Any
 RESULTS = "results"
 FIGURES = "paper_figures"
 
-#: A config name is one path component under results/ and paper_figures/: letters, digits,
-#: "_" and "-", starting with a letter or digit (so never "..", ".hidden" or "a/b").
+#: A config name is one path component under results/ (never "..", ".hidden" or "a/b").
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 
 
@@ -36,8 +35,8 @@ def stable_seed(*parts: str) -> int:
 
 
 def base_seed(model: str, world_seed: int, draw: int = 0) -> int:
-    """The seed of a tiny base model's initialisation and warm start, from its name, the world
-    seed and ``draw`` (draw 0 adds nothing, so every earlier world keeps its seed)."""
+    """The seed of a tiny base model's initialisation and warm start (draw 0 adds nothing, so
+    every earlier world keeps its seed)."""
     return stable_seed(model, "base", "base", f"seed{world_seed}", *([f"draw{draw}"] if draw else []))
 
 
@@ -56,8 +55,8 @@ class Cell:
 
     @property
     def train_seed(self) -> int:
-        """The seed the trainer and the controller get: of model, algorithm and seed index, *not*
-        the sizing, so the sizings of one seed draw the same prompts (a paired comparison)."""
+        """The trainer's and controller's seed: not of the sizing, so the sizings of one seed draw
+        the same prompts (a paired comparison)."""
         return stable_seed(self.model, self.algorithm, f"seed{self.seed}")
 
 

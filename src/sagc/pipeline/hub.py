@@ -1,8 +1,6 @@
 """The paper world: real models and training prompts from the Hugging Face cache.
 
-``stage_train_data`` converts the RL training set once (``python -m sagc.pipeline.hub
-train-data``, with network); ``resolve_model`` only checks the local cache. The training set:
-docs/cluster.md; how staging reaches the hub: docs/architecture.md ("Shared conventions").
+Staged once with network (``train-data``); afterwards only the local cache is read (docs/cluster.md).
 """
 
 from __future__ import annotations
@@ -36,8 +34,8 @@ def render_prompt(problem: str, template: str | None = None) -> str:
 
 
 def stage_train_data(dataset: str | None, split: str, out: str | Path, source: str | None = None) -> int:
-    """Write ``out`` (JSONL: prompt, answer, problem) from ``source``, a local JSON/JSONL file
-    with ``problem`` and ``answer`` columns, or else the hub ``dataset``; the rows written."""
+    """Write ``out`` (JSONL: prompt, answer, problem) from a local JSON/JSONL ``source`` with
+    ``problem`` and ``answer`` columns, or else the hub ``dataset``; the rows written."""
     import datasets
 
     if source and not Path(source).exists():
@@ -86,9 +84,8 @@ def resolve_model(hub_id: str, revision: str = "main") -> str:
         return snapshot_download(hub_id, revision=revision, local_files_only=True)
     except Exception as err:
         raise NotStagedError(
-            f"model {hub_id} (revision {revision}) is not in the local cache; run with network "
-            f"once (`hf download {hub_id} --revision {revision}`) or set HF_HOME "
-            f"to a cache that holds it"
+            f"model {hub_id} (revision {revision}) is not in the local cache; run with network once (`hf download "
+            f"{hub_id} --revision {revision}`) or set HF_HOME to a cache that holds it"
         ) from err
 
 

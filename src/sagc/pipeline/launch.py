@@ -1,8 +1,5 @@
-"""How a training cell is started: one process, or ``accelerate launch`` over the GPUs of one
-node or of several (SLURM); the train rule's resources and the launch checks before any job.
-
-The commands, ports, signals and exit statuses: docs/cluster.md, "How a cell is launched".
-"""
+"""How a training cell is started (one process, or ``accelerate launch`` on one node or several),
+the train rule's resources and the launch checks; docs/cluster.md, "How a cell is launched"."""
 
 from __future__ import annotations
 
@@ -29,11 +26,9 @@ DEEPSPEED_STRATEGIES = ("zero2", "zero3")
 #: The main process's port: set by the job (``job_environment``), read by the command.
 PORT_ENV = "SAGC_LAUNCH_PORT"
 PORT_BASE, PORT_SPAN = 20000, 10000  # below Linux's ephemeral ports (32768 and up)
-#: Seconds the elastic agent waits, after passing a signal on, for the trainers to finish
-#: their step and checkpoint (torch's default: 30 s).
+#: Seconds the elastic agent waits for the trainers to checkpoint after a signal (torch's: 30 s).
 SHUTDOWN_GRACE_S = 900
-#: torch's elastic agent reads TORCH_ELASTIC_SHUTDOWN_TIMEOUT from this version on; before it
-#: the agent kills the trainers 30 s after passing a signal on, mid-step or mid-save.
+#: The torch whose elastic agent reads TORCH_ELASTIC_SHUTDOWN_TIMEOUT (older ones kill after 30 s).
 ELASTIC_SHUTDOWN_TORCH = (2, 12)
 #: The pipeline's launch keys that say what a stop on a signal needs (not the trainer's).
 STOP_KEYS = ("stop_step_s", "stop_save_s")
@@ -53,8 +48,7 @@ def cell_uses_cpu(cell: Mapping[str, Any]) -> bool:
 
 
 def accelerate_config(repo: str | os.PathLike, strategy: str) -> str:
-    """The strategy's accelerate config file: relative to the working directory when the
-    repository is under it (the usual checkout), else absolute."""
+    """The strategy's accelerate config file, relative to the working directory when under it."""
     path = Path(repo).resolve() / ACCELERATE_CONFIGS / f"{strategy}.yaml"
     try:
         return str(path.relative_to(Path.cwd()))
@@ -70,9 +64,8 @@ def command(
     cpus_per_node: int = 1,
     module: str = TRAIN_MODULE,
 ) -> str:
-    """The shell command that trains ``cell`` from ``cell_file`` (docs/cluster.md). The shell
-    that runs it expands ``$SAGC_LAUNCH_PORT``, ``$SLURM_NODEID`` and ``$SLURM_JOB_NODELIST``
-    (``job_environment``); ``cpus_per_node``: the train rule's ``cpus_per_task``."""
+    """The shell command that trains ``cell`` from ``cell_file``; its shell expands the port and SLURM
+    variables (``job_environment``); ``cpus_per_node``: the train rule's ``cpus_per_task``."""
     launch = cell_launch(cell)
     target = shlex.join(["-m", module, "--config", cell_file])
     if launch.processes == 1:
@@ -82,9 +75,8 @@ def command(
     port = f"--main_process_port ${PORT_ENV}"
     if launch.nodes == 1:
         return f"{accelerate} {port} {target}"
-    # One task per node, each an `accelerate launch` of the node's processes, its rank the
-    # node's; rank 0 listens on the job's first host. --overlap: the job's own step (which
-    # runs this command) holds the first node's CPUs and GPUs, and this step shares them.
+    # One `accelerate launch` per node, rank 0 on the job's first host. --overlap: the job's own
+    # step (which runs this command) holds the first node's CPUs and GPUs.
     first_host = '"$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"'
     node = f"exec {accelerate} --machine_rank $SLURM_NODEID --main_process_ip {first_host} {port} {target}"
     srun = f"srun --nodes {launch.nodes} --ntasks-per-node 1 --cpus-per-task {cpus_per_node} --overlap"
@@ -92,9 +84,8 @@ def command(
 
 
 def job_environment(cell: Mapping[str, Any], env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment the launch command runs in: ``env`` (default: this process's) with the
-    main process's port (unless set), the elastic agent's signals and grace, and for several
-    nodes the job's node list (the SLURM executor's job step drops SLURM_JOB_NODELIST)."""
+    """``env`` (default: this process's) with the main process's port, the elastic agent's signals
+    and grace, and for several nodes the node list (the SLURM executor's job step drops it)."""
     env = dict(os.environ if env is None else env)
     launch = cell_launch(cell)
     job = env.get("SLURM_JOB_ID")
@@ -104,9 +95,8 @@ def job_environment(cell: Mapping[str, Any], env: Mapping[str, str] | None = Non
             env["SLURM_JOB_NODELIST"] = _job_nodelist(job)
     if not env.get(PORT_ENV):
         env[PORT_ENV] = str(PORT_BASE + int(job) % PORT_SPAN if job and job.isdigit() else free_port())
-    # accelerate launch runs torch's elastic agent: it passes these signals on to the
-    # trainers (SIGUSR1 added: SLURM's warning) and waits this long for them to finish the
-    # running step and checkpoint before it kills them (torch's default: 30 s)
+    # torch's elastic agent (under accelerate launch) passes these on to the trainers (SIGUSR1:
+    # SLURM's warning) and waits this long for them to checkpoint
     env.setdefault("PET_SIGNALS_TO_HANDLE", "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1")
     env.setdefault("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", str(SHUTDOWN_GRACE_S))
     return env
@@ -138,8 +128,7 @@ def _job_nodelist(job: str) -> str:
 
 
 def pipeline_launch(config: PipelineConfig, model: str) -> dict[str, Any]:
-    """The ``launch`` section of ``model``'s cells: the stated keys of the config's ``launch``
-    block and the model's ``strategy`` (the trainer's defaults are the rest)."""
+    """The ``launch`` section of ``model``'s cells: the stated launch keys and the model's strategy."""
     out = {k: v for k, v in config.stated("launch").items() if k not in STOP_KEYS}
     strategy = config.models[model].strategy
     if strategy is not None:
@@ -148,8 +137,7 @@ def pipeline_launch(config: PipelineConfig, model: str) -> dict[str, Any]:
 
 
 def stop_warning_s(config: PipelineConfig) -> int:
-    """Seconds of SLURM's warning before a train job's time limit: the running step
-    (``launch.stop_step_s``) and a checkpoint save (``launch.stop_save_s``)."""
+    """Seconds of SLURM's warning before a train job's time limit: a step and a checkpoint save."""
     return config.launch.stop_step_s + config.launch.stop_save_s
 
 
@@ -159,10 +147,8 @@ def threads(config: PipelineConfig) -> int:
 
 
 def rule_resources(config: PipelineConfig, base: Mapping[str, Any]) -> dict[str, Any]:
-    """The train rule's resources: ``base`` (the rule's defaults under ``resources.train``) and
-    what the launch section implies: the cell's nodes (always: ``--gpus=N`` alone may spread),
-    one task on each with the node's CPUs, one GPU per process, and SLURM's early warning
-    (``--signal=USR1@<stop_warning_s>``) in ``slurm_extra``."""
+    """The train rule's resources: ``base`` (``resources.train``) and what the launch section implies:
+    its nodes (always: ``--gpus=N`` alone may spread), one GPU per process, SLURM's early warning."""
     res = dict(base)
     launch = config.launch
     res["nodes"] = launch.nodes
@@ -187,9 +173,7 @@ class PreemptionWarning(UserWarning):
 
 
 def stop_problems(config: PipelineConfig, torch_version: str | None = None) -> list[str]:
-    """Why a train job stopped by SLURM's warning might not leave a complete checkpoint, one
-    line each: the warning against the time limit, the elastic agent's grace, and a torch
-    that ignores TORCH_ELASTIC_SHUTDOWN_TIMEOUT."""
+    """Why a train job stopped by SLURM's warning might not leave a complete checkpoint, one line each."""
     warning = stop_warning_s(config)
     need = f"launch.stop_step_s + launch.stop_save_s = {warning} s"
     problems = []
@@ -232,8 +216,7 @@ def deepspeed_installed() -> bool:
 
 
 def config_problems(config: PipelineConfig) -> list[str]:
-    """What a config's launch settings ask for that no job could run, one line each naming
-    the key and what to do."""
+    """What a config's launch settings ask for that no job could run, one line each naming the key."""
     problems = []
     if getattr(config.resources.get("train"), "gpu", None) is not None:
         problems.append(
@@ -241,8 +224,7 @@ def config_problems(config: PipelineConfig) -> list[str]:
             "GPUs follow from launch.processes_per_node (per node) and launch.nodes; set those "
             "instead (the train rule asks SLURM for them)"
         )
-    # What a strategy needs of the cell (processes, GPUs, the optimizer) is the cell config's
-    # rule (sagc.train.config.TrainConfig), checked for every cell; here: the environment.
+    # what a strategy needs of the cell is TrainConfig's check; here: the environment
     for model, spec in config.models.items():
         strategy = spec.strategy
         if strategy in DEEPSPEED_STRATEGIES and not deepspeed_installed():
@@ -257,8 +239,7 @@ def config_problems(config: PipelineConfig) -> list[str]:
 def run(
     cell: Mapping[str, Any], cell_file: str, *, output: str, repo: str | os.PathLike, cpus_per_node: int = 1
 ) -> int:
-    """Train ``cell`` (already written to ``cell_file``) and return the exit status; stdout
-    and stderr appended to ``output`` (the job's log)."""
+    """Train ``cell`` (written to ``cell_file``), its output appended to ``output``; the exit status."""
     if cell_launch(cell).processes == 1:
         return warm.run([TRAIN_MODULE, "--config", cell_file], output=output)
     env = job_environment(cell)

@@ -1,5 +1,4 @@
-"""Memoising a function of a checked pipeline config on the config's content: a Snakefile
-parse asks many helpers for the same derived values, and each is computed once."""
+"""Memoising a function of a checked pipeline config on its content: once per Snakefile parse."""
 
 from __future__ import annotations
 
@@ -14,8 +13,8 @@ T = TypeVar("T")
 
 
 def per_config(fn: Callable[..., T]) -> Callable[..., T]:
-    """``fn(config, *args)`` memoised on ``config``'s content and ``args`` (the last 16; a parse
-    needs one). Treat what it returns as read-only."""
+    """``fn(config, *args)`` memoised on ``config``'s content and ``args`` (the last 16); the result
+    is shared: treat it as read-only."""
     memo: dict[str, T] = {}
 
     @functools.wraps(fn)

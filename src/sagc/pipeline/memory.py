@@ -1,9 +1,5 @@
-"""GPU memory of one training cell: an upper bound per phase of a step (generating, scoring,
-loss pass), and the micro-batch it allows (``gradient_accumulation_steps: auto``).
-
-What each process holds, the phases, the vLLM share and the margins: docs/cluster.md, "GPU
-memory plan".
-"""
+"""GPU memory of one training cell: an upper bound per phase of a step, and the micro-batch it
+allows (``gradient_accumulation_steps: auto``); docs/cluster.md, "GPU memory plan"."""
 
 from __future__ import annotations
 
@@ -24,14 +20,15 @@ GIB = 1024**3
 ACTIVATION_MARGIN = 1.25
 #: CUDA context and library workspaces.
 RUNTIME_GIB = 2.0
-#: What a colocated vLLM engine holds besides its weights and KV cache (its activation
-#: workspace, CUDA graphs, sampler buffers), asleep too: an assumption, to check against
-#: vLLM's log on the card ("Available KV cache memory").
+#: What a colocated vLLM engine holds besides weights and KV cache, asleep too (an assumption:
+#: check vLLM's "Available KV cache memory" log line on the card).
 VLLM_WORKSPACE_GIB = 4.0
 #: The largest share ``auto`` gives vLLM: the policy's weights must stay on the card.
 MAX_VLLM_SHARE = 0.95
 #: The phases of a step the plan checks, in the order a step runs them.
 PHASES = ("generating", "scoring", "loss_pass")
+#: The ``schema`` field of ``benchmarks/gpu_memory_check.py``'s JSON.
+MEASURED_SCHEMA = "sagc.gpu_memory_check/1"
 
 
 @per_config
@@ -148,8 +145,7 @@ def architecture_of(model_spec: ModelSpec, model_name: str) -> Architecture:
 
 @dataclass(frozen=True)
 class Margins:
-    """The plan's allowances for what it leaves out: stated (this module's constants and
-    ``device.memory_margin_gib``) or measured on a card (``measured_margins``)."""
+    """The plan's allowances for what it leaves out: stated or measured (``measured_margins``)."""
 
     activation: float = ACTIVATION_MARGIN  # multiplier on the loss pass's activations
     scoring: float = ACTIVATION_MARGIN  # multiplier on a scoring chunk's activations
@@ -226,8 +222,7 @@ class MemoryEstimate:
         phases = ", ".join(f"{p.replace('_', ' ')} {getattr(self, p) / GIB:.1f}" for p in PHASES)
         return (
             f"{self.micro_batch} rows x {self.tokens_per_row} tokens a pass: {phases} GiB of "
-            f"{self.card_bytes / GIB:.1f} GiB (generating: vLLM's share {self.vllm_share / GIB:.1f} awake; "
-            f"{body})"
+            f"{self.card_bytes / GIB:.1f} GiB (generating: vLLM's share {self.vllm_share / GIB:.1f} awake; {body})"
         )
 
 
@@ -248,8 +243,7 @@ def estimate(
     bucket_view: bool = False,
     margins: Margins = Margins(),
 ) -> MemoryEstimate:
-    """The phases of a colocated training step for one process of ``processes`` with
-    ``strategy``; ``micro_batch`` rows a loss pass and a scoring chunk."""
+    """The phases of a colocated step for one of ``processes`` processes; ``micro_batch`` rows a pass."""
     if master_weights not in MASTER_WEIGHTS:
         raise ValueError(f"master_weights must be one of {MASTER_WEIGHTS}, got {master_weights!r}")
     n = arch.params
@@ -288,43 +282,17 @@ def estimate(
 
 
 def vllm_kv_capacity_tokens(arch: Architecture, vllm_fraction: float, card_gib: float) -> int:
-    """Tokens of KV cache the colocated vLLM has left after its bf16 weights (an upper
-    bound: vLLM also keeps activations and CUDA graphs in its share)."""
+    """Tokens of KV cache the colocated vLLM has left after its bf16 weights (an upper bound)."""
     free = vllm_fraction * card_gib * GIB - arch.params * 2
     return max(0, int(free // arch.kv_cache_bytes_per_token()))
 
 
-def kv_shortfall(
-    arch: Architecture, *, rows: int, tokens_per_row: int, vllm_fraction: float, card_gib: float
-) -> str | None:
-    """Why one engine's KV cache cannot hold its share of a step at G_max (``rows`` rows, every
-    one at the length cap ``tokens_per_row``: the worst case a straggler study plans for), or
-    ``None``. Past the cache vLLM queues and preempts rows (docs/cluster.md)."""
-    capacity = vllm_kv_capacity_tokens(arch, vllm_fraction, card_gib)
-    need = rows * tokens_per_row
-    if need <= capacity:
-        return None
-    return (
-        f"vLLM's KV cache holds at most {capacity:,} tokens ({vllm_fraction} of {card_gib} GiB less its "
-        f"bf16 weights, {arch.kv_cache_bytes_per_token() // 1024} KiB a token), {capacity // tokens_per_row} rows "
-        f"at the cap, but a step at G_max gives each engine {rows} rows of up to {tokens_per_row} tokens "
-        f"({need:,}): rows will queue and be preempted; raise device.vllm_gpu_memory_utilization (auto: the "
-        "share that holds them where the generation phase leaves it room; with device.vllm_sleep_mode the "
-        "loss pass does not pay for it), free the card for it, spread the cell over more GPUs "
-        "(launch.processes_per_node) or lower train.prompts_per_step"
-    )
-
-
-def vllm_share_for(
-    arch: Architecture, *, rows: int, tokens_per_row: int, card_gib: float, room_gib: float | None = None
-) -> float:
-    """The smallest share of the card (in hundredths) whose engine holds its bf16 weights,
-    ``VLLM_WORKSPACE_GIB`` and the KV cache of ``rows`` rows of ``tokens_per_row`` tokens, or
-    where ``room_gib`` (what the generation phase leaves the engine) is less, the largest
-    share that fits it. ``ValueError`` when that engine cannot hold one row at the cap."""
+def vllm_share_for(arch: Architecture, *, rows: int, tokens_per_row: int, card_gib: float, room_gib: float) -> float:
+    """The smallest share of the card (in hundredths) holding the engine's weights, workspace and
+    KV cache of ``rows`` rows, capped by ``room_gib``; ``ValueError`` when not one row fits."""
     need = arch.params * 2 + rows * tokens_per_row * arch.kv_cache_bytes_per_token() + VLLM_WORKSPACE_GIB * GIB
     share = math.ceil(need / (card_gib * GIB) * 100 - 1e-9) / 100
-    room = MAX_VLLM_SHARE * card_gib if room_gib is None else min(room_gib, MAX_VLLM_SHARE * card_gib)
+    room = min(room_gib, MAX_VLLM_SHARE * card_gib)
     cap = math.floor(room / card_gib * 100 + 1e-9) / 100
     if share <= cap:
         return share
@@ -342,14 +310,10 @@ def vllm_share_for(
     return cap
 
 
-# -- a pipeline config's cells --------------------------------------------------------------
-
-
 @per_config
 def vllm_share(config: PipelineConfig, model: str) -> float:
-    """``device.vllm_gpu_memory_utilization`` of ``model``'s cells: the config's number, or for
-    ``auto`` ``vllm_share_for`` one engine's rows of the grid's largest step within what the
-    generation phase of the model's heaviest algorithm leaves (the same for every cell)."""
+    """``device.vllm_gpu_memory_utilization`` of ``model``'s cells; ``auto``: ``vllm_share_for`` the
+    grid's largest step, within what the model's heaviest algorithm leaves (docs/cluster.md)."""
     device = config.device
     value = device.vllm_gpu_memory_utilization
     if value != "auto":
@@ -362,7 +326,11 @@ def vllm_share(config: PipelineConfig, model: str) -> float:
             "device.vllm_gpu_memory_utilization=auto needs device.gpu_memory_gib (and "
             "device.use_cpu=false): the card the share is a part of"
         )
-    held = max(cell_estimate(config, model, algo, 1, vllm_fraction=0.0).held for algo in _algorithms(config))
+    algorithms = [
+        resolve_algorithm({"name": a, **config.algorithm_overrides_of(a)}, config.train.max_completion_length)
+        for a in config.algorithms
+    ]
+    held = max(cell_estimate(config, model, algo, 1, vllm_fraction=0.0).held for algo in algorithms)
     return vllm_share_for(
         architecture_of(config.models[model], model),
         rows=-(-_max_rollouts(config) // config.launch.processes),
@@ -384,8 +352,7 @@ def _tokens_per_row(config: PipelineConfig) -> int:
 
 
 def card_gib(config: PipelineConfig) -> float | None:
-    """The card the config is sized for (``device.gpu_memory_gib``, the total the driver
-    reports); None on CPU or unset."""
+    """``device.gpu_memory_gib``, the card the config is sized for; None on CPU or unset."""
     return None if config.device.use_cpu else config.device.gpu_memory_gib
 
 
@@ -398,8 +365,7 @@ def margins(config: PipelineConfig, model: str) -> Margins:
 
 
 def measured_margins(path: str, hub_id: str | None, model: str) -> Margins:
-    """``model``'s allowances from a ``benchmarks/gpu_memory_check.py`` JSON: the activation and
-    scoring factors, the runtime and, as the margin, the allocator's fragmentation."""
+    """``model``'s allowances measured by ``benchmarks/gpu_memory_check.py`` (its JSON at ``path``)."""
     key = "device.memory_measured"
     try:
         report = json.loads(open(path).read())
@@ -421,15 +387,10 @@ def measured_margins(path: str, hub_id: str | None, model: str) -> Margins:
     )
 
 
-#: The ``schema`` field of ``benchmarks/gpu_memory_check.py``'s JSON.
-MEASURED_SCHEMA = "sagc.gpu_memory_check/1"
-
-
 def cell_estimate(
     config: PipelineConfig, model: str, algo: Any, micro_batch: int, vllm_fraction: float | None = None
 ) -> MemoryEstimate:
-    """The plan of one cell of a checked pipeline config with ``micro_batch`` rows a pass;
-    ``algo`` is the cell's ``AlgorithmSettings``; ``vllm_fraction``: ``vllm_share`` unless given."""
+    """One cell's plan with ``micro_batch`` rows a pass (``algo``: its ``AlgorithmSettings``)."""
     if vllm_fraction is None:
         vllm_fraction = vllm_share(config, model)
     device = config.device
@@ -453,33 +414,33 @@ def cell_estimate(
     )
 
 
-def _algorithms(config: PipelineConfig) -> list[Any]:
-    """The grid's algorithms with the config's overrides (``AlgorithmSettings``)."""
-    return [
-        resolve_algorithm({"name": a, **config.algorithm_overrides_of(a)}, config.train.max_completion_length)
-        for a in config.algorithms
-    ]
-
-
 def cell_kv_shortfall(config: PipelineConfig, model: str, rows: int) -> str | None:
-    """``kv_shortfall`` for one engine of a cell (``None`` without vLLM or a card size)."""
+    """Why one engine's KV cache cannot hold ``rows`` rows at the length cap (a step at G_max, the
+    worst case a straggler study plans for), or ``None`` (also without vLLM or a card size)."""
     card = card_gib(config)
     if card is None or not config.device.use_vllm:
         return None
-    return kv_shortfall(
-        architecture_of(config.models[model], model),
-        rows=rows,
-        tokens_per_row=_tokens_per_row(config),
-        vllm_fraction=vllm_share(config, model),
-        card_gib=card,
+    arch = architecture_of(config.models[model], model)
+    tokens_per_row = _tokens_per_row(config)
+    vllm_fraction = vllm_share(config, model)
+    capacity = vllm_kv_capacity_tokens(arch, vllm_fraction, card)
+    need = rows * tokens_per_row
+    if need <= capacity:
+        return None
+    return (
+        f"vLLM's KV cache holds at most {capacity:,} tokens ({vllm_fraction} of {card} GiB less its "
+        f"bf16 weights, {arch.kv_cache_bytes_per_token() // 1024} KiB a token), {capacity // tokens_per_row} rows "
+        f"at the cap, but a step at G_max gives each engine {rows} rows of up to {tokens_per_row} tokens "
+        f"({need:,}): rows will queue and be preempted; raise device.vllm_gpu_memory_utilization (auto: the "
+        "share that holds them where the generation phase leaves it room; with device.vllm_sleep_mode the "
+        "loss pass does not pay for it), free the card for it, spread the cell over more GPUs "
+        "(launch.processes_per_node) or lower train.prompts_per_step"
     )
 
 
 def auto_accumulation(config: PipelineConfig, model: str, settings: dict[str, Any]) -> dict[str, int]:
-    """``train.gradient_accumulation_steps: auto`` of a cell's ``settings``: the smallest
-    accumulation whose micro-batch at the grid's smallest G fits the card (and whose step
-    splits), and that micro-batch as ``micro_batch_rows`` unless set; sized at the smallest G,
-    every cell of a model and algorithm trains in passes of one size (docs/cluster.md)."""
+    """``gradient_accumulation_steps: auto``: the smallest accumulation whose micro-batch at the grid's
+    smallest G fits the card, and that micro-batch as ``micro_batch_rows`` unless set."""
     if card_gib(config) is None:
         return {}  # auto stays: resolve_cell refuses it, naming the card key it needs
     train = TrainSection.from_dict(settings["train"])
@@ -515,8 +476,7 @@ def auto_accumulation(config: PipelineConfig, model: str, settings: dict[str, An
 
 
 def memory_plan(config: PipelineConfig, model: str, resolved: ResolvedCell) -> MemoryPlan | None:
-    """A resolved cell's memory plan on the config's card (None without one); ``ValueError``
-    when a pass of its micro-batch (at most ``micro_batch_rows`` rows) does not fit a phase."""
+    """A resolved cell's plan on the config's card (None without one); ``ValueError`` when it does not fit."""
     if card_gib(config) is None:
         return None
     layout = resolved.layout

@@ -1,5 +1,4 @@
-"""What the workflow prints about training when it loads (a dry run too): how each model's
-cells run, each model x algorithm's memory plan, and the time a stop on SLURM's warning needs."""
+"""What the workflow prints about training when it loads: launches, memory plans, stop timing."""
 
 from __future__ import annotations
 
@@ -22,8 +21,8 @@ from sagc.pipeline.schema import PipelineConfig
 
 
 def train_lines(config: PipelineConfig, grid: Any, *, repo: str | os.PathLike, cpus_per_node: int) -> list[str]:
-    """For each model whose cells run several processes, how and the command; the memory lines;
-    the time a stop on SLURM's warning needs (a ``PreemptionWarning`` per problem)."""
+    """How each multi-process model's cells run, the memory lines, and what a stop needs (a
+    ``PreemptionWarning`` per problem)."""
     for problem in stop_problems(config):
         warnings.warn(problem, PreemptionWarning, stacklevel=2)
     lines = []
@@ -48,8 +47,8 @@ def train_lines(config: PipelineConfig, grid: Any, *, repo: str | os.PathLike, c
 
 
 def memory_lines(config: PipelineConfig, grid: Any) -> list[str]:
-    """Each model x algorithm's peak per phase against the card, from one resolved cell of each
-    (they all train in the same passes); nothing without a card."""
+    """Each model x algorithm's peak per phase against the card (one cell of each: all train in
+    passes of one size); nothing without a card."""
     if card_gib(config) is None:
         return []
     lines, seen = [], set()

@@ -1,7 +1,6 @@
 """The pipeline config's typed model, and the JSON schema generated from it.
 
-``python -m sagc.pipeline.schema`` rewrites ``workflow/schemas/config.schema.yaml`` (``--check``:
-exit 1 if it is out of date); docs/architecture.md, "The pipeline config's schema".
+docs/architecture.md, "The pipeline config's schema".
 """
 
 from __future__ import annotations
@@ -51,7 +50,7 @@ def _unique(values: list) -> list:
 
 
 def _sizing_item(schema: dict) -> None:
-    schema["pattern"] = sizing_pattern()  # the registry's, when the schema is written
+    schema["pattern"] = sizing_pattern()  # the registry's when the schema is written, not at import
 
 
 #: Seeds: non-negative integers, each once.
@@ -59,7 +58,7 @@ Seeds = Annotated[list[Annotated[int, Field(ge=0)]], AfterValidator(_unique)]
 
 
 #: Marks a ``None`` default the pipeline fills in (``key: null``); other ``None`` defaults
-#: only mean "optional": the key stays absent and its consumer's default applies.
+#: leave the key absent, so its consumer's default applies.
 FILL_NULL = {"x-fill-null": True}
 
 
@@ -89,8 +88,7 @@ class ModelSpec(_Block):
     )
 
 
-#: The policies' blocks, from their config classes' fields, every key optional; ``seed`` is
-#: left out: each cell's comes from the grid.
+#: The policies' blocks, every key optional; ``seed`` comes per cell from the grid.
 SAGCBlock = block_model(
     SAGCConfig,
     "SAGCBlock",
@@ -114,8 +112,7 @@ BLOCK_MODELS: dict[str, type[BaseModel]] = {"sagc": SAGCBlock, "sagc_prompt": SA
 
 
 def policy_block_model(policy: Any) -> type[BaseModel] | None:
-    """The typed model of ``policy``'s config block: this module's, the config class's own
-    ``block_model``, or ``None`` (a plug-in's ``from_dict`` then checks the block)."""
+    """The typed model of ``policy``'s config block, or ``None`` (its ``from_dict`` checks the block)."""
     if policy.block in BLOCK_MODELS:
         return BLOCK_MODELS[policy.block]
     make = getattr(policy.config, "block_model", None)
@@ -127,9 +124,8 @@ class TinyBlock(_Block):
         0,
         ge=0,
         description=(
-            "Which draw of the tiny world: seeds each base model's initialisation and warm start. Another "
-            "world seed is another world built by the same code (docs/replication.md checks the world's "
-            "structure over several)."
+            "Which draw of the tiny world: seeds each base model's initialisation and warm start. Another world seed "
+            "is another world built by the same code (docs/replication.md checks the world's structure over several)."
         ),
     )
     cpu_isa: Literal["avx2", "default", None] = Field(
@@ -205,8 +201,7 @@ class DeviceBlock(DeviceSection):
 
 #: The train keys whose default the pipeline fills in (the rest stay absent: the trainer's).
 TRAIN_FILLED = ("rollout_budget", "gradient_accumulation_steps", "stop")
-#: The blocks whose filled-in defaults are a fixed list of keys: all of the trainer's device
-#: keys, and no launch key (a cell gets only the launch keys a config states).
+#: Blocks whose filled-in defaults are a fixed list of keys (a cell gets only the launch keys stated).
 FILLED = {"train": TRAIN_FILLED, "device": tuple(DeviceSection.model_fields), "launch": ()}
 
 
@@ -226,7 +221,7 @@ class LaunchBlock(_Block):
             "Every step's P x G rollouts must split evenly across all processes."
         ),
     )
-    # What a stop on a signal needs (sagc.pipeline.launch.stop_warning_s), not the trainer's keys.
+    # not the trainer's keys: what a stop on a signal needs (sagc.pipeline.launch.stop_warning_s)
     stop_step_s: PositiveInt = Field(
         300,
         description=(
@@ -237,9 +232,8 @@ class LaunchBlock(_Block):
     stop_save_s: PositiveInt = Field(
         60,
         description=(
-            "Seconds a checkpoint save takes (weights and optimizer state to the results' filesystem). "
-            "SLURM's early warning (--signal=USR1@N, the train rule's slurm_extra) is stop_step_s + "
-            "stop_save_s."
+            "Seconds a checkpoint save takes (weights and optimizer state to the results' filesystem). SLURM's early "
+            "warning (--signal=USR1@N, the train rule's slurm_extra) is stop_step_s + stop_save_s."
         ),
     )
 
@@ -341,18 +335,16 @@ class PipelineConfig(_Block):
         min_length=1,
         json_schema_extra={"uniqueItems": True},
         description=(
-            "The report seeds: the grid trains every cell once per seed, and the "
-            "tables and headline report these. No setting may have been tuned "
-            "on them."
+            "The report seeds: the grid trains every cell once per seed, and the tables and headline report these. No "
+            "setting may have been tuned on them."
         ),
     )
     dev_seeds: Seeds = Field(
         [],
         json_schema_extra={"uniqueItems": True},
         description=(
-            "Development seeds: those the config's settings were tuned on. "
-            "Declared so that they stay out of `seeds` (checked); the grid "
-            "never trains them unless a config lists them in `seeds`."
+            "Development seeds: those the config's settings were tuned on. Declared so that they stay out of `seeds` "
+            "(checked); the grid never trains them unless a config lists them in `seeds`."
         ),
     )
     tiny: TinyBlock = Field({}, description="Parameters of the tiny world's build steps (world tiny only).")
@@ -392,8 +384,7 @@ class PipelineConfig(_Block):
     )
 
     def stated(self, key: str) -> Any:
-        """A top-level key as the config states it (filled-in defaults included), in JSON form:
-        what a cell carries, so a key the config leaves out keeps its consumer's default."""
+        """A top-level key as stated (filled-in defaults included), in JSON form: what a cell carries."""
         return self.model_dump(mode="json", include={key}, exclude_unset=True)[key]
 
     def algorithm_overrides_of(self, algorithm: str) -> dict[str, Any]:
@@ -417,8 +408,7 @@ class PipelineConfig(_Block):
 
     @model_validator(mode="after")
     def _hub_states_its_device(self) -> PipelineConfig:
-        # The device block's defaults are the tiny world's CPU: real 3B models on CPU are a
-        # choice to make on purpose, not by omission.
+        # the device defaults are the tiny world's CPU: 3B models on CPU must be chosen on purpose
         stated = self.device.model_fields_set if isinstance(self.device, BaseModel) else set()  # absent: {}
         if self.world == "hub" and "use_cpu" not in stated:
             raise ValueError(
@@ -429,8 +419,7 @@ class PipelineConfig(_Block):
 
 
 def pipeline_model() -> type[BaseModel]:
-    """``PipelineConfig`` with one block and one variants block per registered policy: the
-    model a pipeline config is validated against."""
+    """``PipelineConfig`` with a block and a variants block per registered policy."""
     return _pipeline_model(tuple(POLICIES))
 
 

@@ -1,6 +1,5 @@
-"""W&B on a cluster: compute nodes often have no network, so cluster jobs log offline and the
-runs are uploaded afterwards; the workflow warns at load when a config would log online
-there, and prints the upload command (docs/cluster.md)."""
+"""W&B on a cluster: a warning at load when cluster jobs would log online, with the upload
+command for offline runs (docs/cluster.md)."""
 
 from __future__ import annotations
 
@@ -33,8 +32,8 @@ def sync_command(config: PipelineConfig, grid: Grid) -> str:
 
 
 def wandb_advice(config: PipelineConfig, grid: Grid, env: Mapping[str, str] = os.environ) -> str | None:
-    """Why ``wandb.mode: online`` is risky on a cluster's compute nodes, and what to run instead,
-    for the hub world (the executor is not known yet at load) or inside a SLURM job; else None."""
+    """Why ``wandb.mode: online`` is risky on compute nodes and what to do instead, for the hub world
+    (the executor is unknown at load) or inside a SLURM job; else None."""
     if config.wandb.mode != "online":
         return None
     if config.world != "hub" and "SLURM_JOB_ID" not in env:

@@ -1,7 +1,5 @@
-"""The two worlds a pipeline config can name (``world: tiny | hub``), as objects: where they
-differ, the workflow asks ``world_of(config)`` instead of testing the name. What differs:
-docs/architecture.md ("One source of truth", the world).
-"""
+"""The two worlds a pipeline config can name (``world: tiny | hub``): where they differ, the
+workflow asks ``world_of(config)`` (docs/architecture.md, "One source of truth")."""
 
 from __future__ import annotations
 

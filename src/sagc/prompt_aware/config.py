@@ -1,7 +1,5 @@
-"""The ``sagc_prompt`` config block: one flat block holding every ``SAGCConfig`` key (the two
-per-round-kind controllers), the predictor's (``PredictorConfig``) and the schedule's own
-keys below. A bad value raises ``ValueError`` naming ``sagc_prompt.<key>``; the block's
-layout: docs/prompt-aware.md ("Configuration").
+"""The ``sagc_prompt`` config block: every ``SAGCConfig`` key, the predictor's and the
+schedule's, flat (docs/prompt-aware.md, "Configuration").
 """
 
 from __future__ import annotations
@@ -23,10 +21,8 @@ _PREDICTOR_KEYS = tuple(f.name for f in fields(PredictorConfig))
 
 @dataclass(frozen=True)
 class PromptSAGCConfig:
-    """Typed ``sagc_prompt`` block. ``hash_dim`` 256: the tiny world's 26 letters x 2 edge
-    positions x 2 edges barely collide (with 32 columns the features predict an unseen
-    problem's log-length at r = 0.12, with 256 at 0.84). Keys are declared once, here
-    (``sagc.settings``): checked on construction, and the pipeline schema is made from them."""
+    """Typed ``sagc_prompt`` block; its keys are declared once, here: checked on construction
+    (``ValueError`` naming ``sagc_prompt.<key>``), and the pipeline schema is made from them."""
 
     sagc: SAGCConfig = field(default_factory=SAGCConfig)
     predictor: PredictorConfig = field(default_factory=PredictorConfig)
@@ -66,7 +62,6 @@ class PromptSAGCConfig:
 
     @classmethod
     def _own_keys(cls) -> tuple[str, ...]:
-        """The block's keys besides the controllers' and the predictor's."""
         return tuple(f.name for f in fields(cls) if f.name not in ("sagc", "predictor"))
 
     @property

@@ -1,6 +1,5 @@
 """``sagc-prompt``: one SAGC controller per round kind (short, long), since one posterior over
-both kinds' straggler risks would pick a G that fits neither; ``build_prompt_sagc`` is the
-registry's builder. How they fit together: docs/prompt-aware.md ("The hybrid policy").
+both kinds' risks would pick a G that fits neither (docs/prompt-aware.md, "The hybrid policy").
 """
 
 from __future__ import annotations
@@ -11,13 +10,20 @@ from typing import Any
 
 import numpy as np
 
-from sagc.controller.sagc import FixedGroupSize, GroupSizer, SAGCConfig, SAGCController, StepRecord
+from sagc.controller.sagc import (
+    STATE_VERSION,
+    FixedGroupSize,
+    GroupSizer,
+    SAGCConfig,
+    SAGCController,
+    StepRecord,
+    _check_state,
+    _state_counts,
+)
 from sagc.prompt_aware.config import PromptSAGCConfig
 from sagc.prompt_aware.predictor import PromptLengthPredictor, prompt_features
 from sagc.prompt_aware.schedule import TailBatchingStream
 from sagc.prompts import PromptStream
-
-STATE_VERSION = 1
 
 
 def tail_batching(
@@ -27,8 +33,8 @@ def tail_batching(
     features: np.ndarray | None = None,
 ) -> TailBatchingStream:
     """The tail-batching stream of a ``sagc_prompt`` block over ``base``'s prompts and seed;
-    the predictor's features are ``features`` if given, else those of ``token_ids`` (the
-    token ids, or a function returning them), else an intercept only."""
+    its predictor's features: ``features``, else those of ``token_ids`` (or of the function
+    returning them), else an intercept only."""
     if features is None and token_ids is not None:
         ids = token_ids() if callable(token_ids) else token_ids
         features = prompt_features(ids, config.hash_dim, config.edge_tokens)
@@ -37,9 +43,8 @@ def tail_batching(
 
 
 class PromptAwareSAGC(GroupSizer):
-    """Two SAGC controllers, one per round kind (module docstring); ``tail``, the
-    ``sagc_prompt`` block whose tail-batching stream ``prompt_stream`` supplies (None: the
-    plain stream)."""
+    """Two SAGC controllers, one per round kind; ``tail``: the ``sagc_prompt`` block whose
+    tail-batching stream ``prompt_stream`` supplies (None: the plain stream)."""
 
     def __init__(
         self,
@@ -104,16 +109,8 @@ class PromptAwareSAGC(GroupSizer):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore ``state_dict()``; both controllers validate their part before either loads."""
-        if not isinstance(state, dict) or state.get("kind") != "sagc_prompt":
-            got = state.get("kind") if isinstance(state, dict) else type(state).__name__
-            raise ValueError(f"expected a 'sagc_prompt' group-sizer state, got {got!r}")
-        if state.get("version") != STATE_VERSION:
-            raise ValueError(f"unsupported sagc_prompt state version {state.get('version')!r}")
-        step, n = state.get("step"), state.get("n_stragglers")
-        if isinstance(step, bool) or not isinstance(step, int) or step < 0:
-            raise ValueError(f"sagc_prompt state key 'step' must be an integer >= 0, got {step!r}")
-        if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= step:
-            raise ValueError(f"sagc_prompt state key 'n_stragglers' must be an integer in [0, {step}], got {n!r}")
+        _check_state(state, "sagc_prompt", ())
+        step, n = _state_counts(state, "sagc_prompt")
         if state.get("active") not in (None, "short", "long"):
             raise ValueError(
                 f"sagc_prompt state key 'active' must be 'short', 'long' or null, got {state.get('active')!r}"
@@ -136,8 +133,8 @@ class PromptAwareSAGC(GroupSizer):
 
 
 class TailBatchedFixedGroupSize(FixedGroupSize):
-    """Tail batching alone: the fixed baseline at ``tail.group_size`` (its records and state
-    too), drawing its prompts from the tail-batching stream."""
+    """Tail batching alone: the fixed baseline at ``tail.group_size``, drawing its prompts from
+    the tail-batching stream."""
 
     def __init__(self, tail: PromptSAGCConfig) -> None:
         super().__init__(tail.group_size, tau=tail.sagc.tau, scope=tail.sagc.scope)

@@ -1,8 +1,6 @@
-"""Per-prompt completion-length prediction, online, from the lengths SAGC already observes:
-a normal over each prompt's rollout log-length whose upper quantile (``risk``) is what makes a
-synchronous step wait. A feature model and each prompt's own history are combined by
-empirical-Bayes shrinkage, as running sums (cheap updates, exact state). The model and its
-formulas: docs/prompt-aware.md ("The predictor").
+"""Online per-prompt prediction of a rollout's log-length from the lengths SAGC already
+observes; its upper quantile (``risk``) is what makes a synchronous step wait. The model and
+its formulas: docs/prompt-aware.md ("The length predictor").
 """
 
 from __future__ import annotations
@@ -18,23 +16,20 @@ import numpy as np
 from pydantic import Field
 
 from sagc.config_models import Number
+from sagc.controller.sagc import _state_int
 from sagc.settings import check
 
 STATE_VERSION = 1
 
 #: Floor of the pooled within-prompt variance of log-lengths: groups of identical lengths
-#: (a deterministic task's plain answers) would otherwise make it zero and every prompt's
-#: own mean infinitely certain.
+#: would otherwise make every prompt's own mean infinitely certain.
 MIN_WITHIN_VAR = 1e-4
 
 
 @dataclass(frozen=True)
 class PredictorConfig:
-    """Knobs of ``PromptLengthPredictor``, declared once here (``sagc.settings``: checked on
-    construction, keys of the pipeline's ``sagc_prompt`` block). Why the defaults: a prompt's
-    last epoch counts double the one before (lengths drift over training); features are O(1),
-    so ridge 1; the floor of the between-prompt variance (0.1 in sd) keeps early estimates
-    from shrinking every prompt fully onto the feature model."""
+    """Knobs of ``PromptLengthPredictor`` (keys of the ``sagc_prompt`` block), checked on
+    construction; why the defaults: docs/prompt-aware.md ("Configuration")."""
 
     quantile: Annotated[
         Number(ge=0.5, lt=1), Field(description="upper quantile of a rollout's length: the risk score")
@@ -49,14 +44,11 @@ class PredictorConfig:
     def __post_init__(self) -> None:
         check(self, "sagc_prompt")
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 def prompt_features(token_ids: Sequence[Sequence[int]], hash_dim: int = 0, edge: int = 2) -> np.ndarray:
     """Feature rows of prompts given as token ids: ``[1, log(tokens), hashed edge tokens]``, the
     first and last ``edge`` tokens with their positions hashed by crc32 (stable across
-    processes) into ``hash_dim`` columns (why: docs/prompt-aware.md, "The predictor")."""
+    processes) into ``hash_dim`` columns."""
     if isinstance(hash_dim, bool) or not isinstance(hash_dim, int) or hash_dim < 0:
         raise ValueError(f"sagc_prompt.hash_dim must be an integer >= 0, got {hash_dim!r}")
     if isinstance(edge, bool) or not isinstance(edge, int) or edge < 0:
@@ -75,11 +67,8 @@ def prompt_features(token_ids: Sequence[Sequence[int]], hash_dim: int = 0, edge:
 
 
 class PromptLengthPredictor:
-    """Online predictor of each prompt's log-length distribution (module docstring).
-
-    ``features``: one row per prompt (``prompt_features``), or ``None`` for an intercept only
-    (every unseen prompt then gets the running mean).
-    """
+    """Online predictor of each prompt's log-length distribution. ``features``: one row per
+    prompt (``prompt_features``), or ``None`` for an intercept only."""
 
     def __init__(self, n: int, features: np.ndarray | None = None, config: PredictorConfig | None = None) -> None:
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
@@ -100,8 +89,6 @@ class PromptLengthPredictor:
         self.between = [0.0, 0.0]  # sum of (residual^2 - s2/g), groups
         self.observations = 0  # groups observed
         self._coef: np.ndarray | None = None
-
-    # -- learning ------------------------------------------------------------------------
 
     def observe(self, prompts: Sequence[int], lengths: Iterable[Iterable[float]]) -> None:
         """Learn from one step: ``lengths[k]`` are the rollouts of prompt ``prompts[k]``."""
@@ -136,16 +123,13 @@ class PromptLengthPredictor:
         self.sumsq[i] = decay * self.sumsq[i] + float((y**2).sum())
         self.observations += 1
 
-    # -- prediction ----------------------------------------------------------------------
-
     def coef(self) -> np.ndarray:
         if self._coef is None:
             self._coef = self.A_inv @ self.b
         return self._coef
 
     def within_var(self) -> float:
-        """Pooled within-prompt variance of log-lengths (1.0 before any group of two; at least
-        ``MIN_WITHIN_VAR``)."""
+        """Pooled within-prompt variance of log-lengths (1.0 before any group of two)."""
         return max(self.within[0] / self.within[1], MIN_WITHIN_VAR) if self.within[1] else 1.0
 
     def between_var(self) -> float:
@@ -173,14 +157,12 @@ class PromptLengthPredictor:
         mu, sd = self.predict(prompts)
         return mu + NormalDist().inv_cdf(self.config.quantile) * sd
 
-    # -- exact resume --------------------------------------------------------------------
-
     def state_dict(self) -> dict[str, Any]:
         return {
             "kind": "prompt_length_predictor",
             "version": STATE_VERSION,
             "n": self.n,
-            "config": self.config.to_dict(),
+            "config": asdict(self.config),
             "A_inv": self.A_inv.tolist(),
             "b": self.b.tolist(),
             "count": self.count.tolist(),
@@ -212,9 +194,7 @@ class PromptLengthPredictor:
             if a.shape != shape or not np.all(np.isfinite(a)):
                 raise ValueError(f"prompt_length_predictor state key {key!r} must be a finite array of shape {shape}")
             arrays[key] = a
-        obs = state.get("observations")
-        if isinstance(obs, bool) or not isinstance(obs, int) or obs < 0:
-            raise ValueError(f"prompt_length_predictor state key 'observations' must be an integer >= 0, got {obs!r}")
+        obs = _state_int(state, "prompt_length_predictor", "observations", 0)
         self.A_inv, self.b = arrays["A_inv"], arrays["b"]
         self.count, self.sum, self.sumsq = arrays["count"], arrays["sum"], arrays["sumsq"]
         self.within, self.between = arrays["within"].tolist(), arrays["between"].tolist()

@@ -1,7 +1,5 @@
 """Tail batching: a ``PromptStream`` that defers prompts predicted long into long rounds, so
-the other rounds finish early. Every prompt is still trained once per epoch, on-policy, and a
-resumed run draws exactly the prompts of an uninterrupted one. Rounds, queue and state:
-docs/prompt-aware.md ("Tail batching: the schedule").
+the other rounds finish early (docs/prompt-aware.md, "Tail batching: the schedule").
 """
 
 from __future__ import annotations
@@ -26,7 +24,7 @@ DEFAULT_QUEUE_ROUNDS = 2
 
 
 class TailBatchingStream(PromptStream):
-    """``take(k)`` / ``observe(prompts, lengths)`` / ``state_dict`` (module docstring)."""
+    """A ``PromptStream`` whose ``observe(prompts, lengths)`` teaches its predictor."""
 
     def __init__(
         self,
@@ -53,12 +51,6 @@ class TailBatchingStream(PromptStream):
         self.round_open = False
         self.rounds: list[bool] = []  # per round (step): was it a long round?
 
-    # -- which prompts are long ------------------------------------------------------------
-
-    def long_mask(self, risk: np.ndarray) -> np.ndarray:
-        """Prompts predicted long now: risk strictly above the (1 - long_fraction) quantile."""
-        return risk > np.quantile(risk, 1.0 - self.long_fraction)
-
     @property
     def round_long(self) -> bool:
         """Whether the last round drawn is a long one."""
@@ -75,10 +67,8 @@ class TailBatchingStream(PromptStream):
             return True
         return self.round_prompts is not None and len(self.deferred) >= self.queue_rounds * self.round_prompts
 
-    # -- drawing -----------------------------------------------------------------------------
-
     def take(self, k: int) -> list[int]:
-        """The next ``k`` prompt indices (module docstring)."""
+        """The next ``k`` prompt indices; the first take after ``observe`` opens a round."""
         if isinstance(k, bool) or not isinstance(k, int) or k < 0:
             raise ValueError(f"TailBatchingStream.take needs a non-negative integer, got {k!r}")
         if k == 0:
@@ -92,7 +82,7 @@ class TailBatchingStream(PromptStream):
             self.round_prompts = k
             self.round_open = True
         long_round = self.rounds[-1]
-        long = self.long_mask(risk)
+        long = risk > np.quantile(risk, 1.0 - self.long_fraction)  # strictly: no information defers nothing
         out: list[int] = []
         while len(out) < k:
             if self.deferred and (long_round or self.pos == self.n):
@@ -114,8 +104,6 @@ class TailBatchingStream(PromptStream):
         """Close the round: learn the lengths of its prompts (one group per prompt)."""
         self.predictor.observe(prompts, lengths)
         self.round_open = False
-
-    # -- exact resume ------------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
         return {

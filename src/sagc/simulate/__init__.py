@@ -1,7 +1,5 @@
-"""Straggler simulator: what-ifs for group sizing on a laptop. A synchronous-RL step-time
-model runs any ``GroupSizer`` over thousands of steps of parametric or replayed lengths.
-Entry points: ``simulate(SimConfig)``, ``summary_table`` and the CLI ``python -m
-sagc.simulate run|calibrate|suite|prompt`` (docs/controller.md, "The simulator study").
+"""Straggler simulator: ``simulate(SimConfig)`` runs any ``GroupSizer`` over parametric or replayed
+lengths under a synchronous-RL step-time model; CLI ``python -m sagc.simulate`` (docs/controller.md).
 """
 
 from sagc.simulate.config import (

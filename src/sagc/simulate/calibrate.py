@@ -1,19 +1,11 @@
-"""Calibration against the paper's headline (Llama-3.2-3B, DAPO): fixed G=16 straggles in
-99.6% of steps, SAGC in 43.4%, and training takes 29.5 h vs 16.0 h (1.84x).
-
-A grid search over the length model's shape and SAGC's budget ``delta`` minimises a scaled
-distance to those three targets. Lengths driven by the step index alone cannot reach the
-paper's SAGC rate; the calibration reports how close it gets under that limit.
-
-The objective, what stays fixed and the limit: docs/controller.md, "Calibrating the
-simulator to the paper".
-"""
+"""Calibration against the paper's headline (G=16 straggles in 99.6% of steps, SAGC in 43.4%,
+29.5 h vs 16.0 h): a grid search over the length model's shape and ``delta`` (objective and
+limits: docs/controller.md, "Calibrating the simulator to the paper")."""
 
 from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import asdict, dataclass
 from typing import Any
 
 from sagc.controller import SAGCConfig
@@ -31,17 +23,8 @@ GRID = {
     "tail_prob_end": (0.005, 0.02, 0.05),
     "delta": (0.1, 0.2, 0.3),
 }
-
-
-@dataclass
-class CalibrationPoint:
-    params: dict[str, float]
-    straggler_rate_g4: float
-    straggler_rate_g16: float
-    straggler_rate_sagc: float
-    speedup: float
-    mean_group_size_sagc: float
-    loss: float
+#: What the result reports of each sizing at the paper's scale.
+_AT_SCALE = ("straggler_rate", "total_hours", "mean_group_size", "padding_efficiency")
 
 
 def loss(r16: float, r_sagc: float, speedup: float) -> float:
@@ -63,20 +46,19 @@ def _with(base: SimConfig, params: dict[str, float]) -> SimConfig:
     )
 
 
-def evaluate_point(base: SimConfig, params: dict[str, float], source=None) -> CalibrationPoint:
-    cfg = _with(base, params)
-    rows = {r["sizing"]: r for r in summary_table(simulate(cfg, source=source))}
-    r16, rs = rows["g16"]["straggler_rate"], rows["sagc"]["straggler_rate"]
-    sp = rows["sagc"]["speedup_vs_g16"]
-    return CalibrationPoint(
-        params=dict(params),
-        straggler_rate_g4=rows["g4"]["straggler_rate"],
-        straggler_rate_g16=r16,
-        straggler_rate_sagc=rs,
-        speedup=sp,
-        mean_group_size_sagc=rows["sagc"]["mean_group_size"],
-        loss=loss(r16, rs, sp),
-    )
+def evaluate_point(base: SimConfig, params: dict[str, float], source=None) -> dict[str, Any]:
+    """One grid point: its rates, SAGC's speed-up over G=16 and the loss."""
+    rows = {r["sizing"]: r for r in summary_table(simulate(_with(base, params), source=source))}
+    r16, rs, sp = rows["g16"]["straggler_rate"], rows["sagc"]["straggler_rate"], rows["sagc"]["speedup_vs_g16"]
+    return {
+        "params": dict(params),
+        "straggler_rate_g4": rows["g4"]["straggler_rate"],
+        "straggler_rate_g16": r16,
+        "straggler_rate_sagc": rs,
+        "speedup": sp,
+        "mean_group_size_sagc": rows["sagc"]["mean_group_size"],
+        "loss": loss(r16, rs, sp),
+    }
 
 
 def calibrate(base: SimConfig | None = None, grid: dict[str, tuple] | None = None) -> dict[str, Any]:
@@ -89,9 +71,8 @@ def calibrate(base: SimConfig | None = None, grid: dict[str, tuple] | None = Non
     unknown = set(grid) - set(GRID)
     if unknown:
         raise ValueError(f"calibration grid: unknown parameter(s) {sorted(unknown)}; known: {sorted(GRID)}")
-    keys = list(grid)
     points = []
-    shape_keys = [k for k in keys if k != "delta"]
+    shape_keys = [k for k in grid if k != "delta"]
     for shape in itertools.product(*(grid[k] for k in shape_keys)):
         shape_params = dict(zip(shape_keys, shape))
         # One pool per length shape: the delta values reuse it.
@@ -100,28 +81,23 @@ def calibrate(base: SimConfig | None = None, grid: dict[str, tuple] | None = Non
         cached = CachedSource(src, steps, cfg.pool_width)
         for d in grid.get("delta", (base.sagc.delta,)):
             points.append(evaluate_point(base, {**shape_params, "delta": d}, source=cached))
-    points.sort(key=lambda p: p.loss)
+    points.sort(key=lambda p: p["loss"])
     best = points[0]
 
     # Absolute hours: the step count at which fixed G=16 takes the paper's 29.5 h.
-    cfg = _with(base, best.params)
+    cfg = _with(base, best["params"])
     rows = {r["sizing"]: r for r in summary_table(simulate(cfg))}
     steps_for_paper = max(1, round(PAPER["hours_g16"] * 3600.0 / rows["g16"]["mean_step_s"]))
     scaled = {r["sizing"]: r for r in summary_table(simulate(cfg.replace(steps=steps_for_paper)))}
     return {
         "paper": {**PAPER, "speedup": PAPER_SPEEDUP},
-        "best": asdict(best),
+        "best": best,
         "base_steps": base.steps,
         "steps_for_paper_hours": steps_for_paper,
-        "at_paper_scale": {
-            name: {
-                k: scaled[name][k] for k in ("straggler_rate", "total_hours", "mean_group_size", "padding_efficiency")
-            }
-            for name in scaled
-        },
+        "at_paper_scale": {name: {k: r[k] for k in _AT_SCALE} for name, r in scaled.items()},
         "calibrated_config": cfg.replace(steps=steps_for_paper, sizings=base.sizings).to_dict(),
         # The closest point that keeps the paper's "G=16 straggles nearly always" claim.
-        "best_with_r16_at_least_0.99": next((asdict(p) for p in points if p.straggler_rate_g16 >= 0.99), None),
-        "bound_r4_given_r16": 1.0 - (1.0 - best.straggler_rate_g16) ** 0.25,
-        "points": [asdict(p) for p in points],
+        "best_with_r16_at_least_0.99": next((p for p in points if p["straggler_rate_g16"] >= 0.99), None),
+        "bound_r4_given_r16": 1.0 - (1.0 - best["straggler_rate_g16"]) ** 0.25,
+        "points": points,
     }

@@ -1,12 +1,6 @@
 """Command line of the simulator.
 
-    python -m sagc.simulate run --config sim.yaml --out-table DIR --out-figures DIR
-    python -m sagc.simulate calibrate [--config base.yaml] --out DIR
-    python -m sagc.simulate suite --out DIR [--steps 16 64] [--seeds 200] [--trace FILE ...]
-    python -m sagc.simulate prompt --out DIR [--prompt-sigma 0.25 0.5 1.0] [--trace FILE ...]
-
-What each command compares and the files it writes: docs/controller.md ("The simulator
-study", its command line).
+The four commands and the files they write: docs/controller.md ("The simulator study").
 """
 
 from __future__ import annotations
@@ -117,19 +111,17 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--config", required=True, help="simulator config (YAML or JSON)")
     run.add_argument("--out-table", required=True, help="folder for summary.csv, summary.json, sweep.csv")
     run.add_argument("--out-figures", required=True, help="folder for sim_sizing.* and sim_sweep.*")
-    run.add_argument("--seed", type=int, default=None, help="override the config's seed")
+    run.add_argument("--seed", type=int, help="override the config's seed")
     cal = sub.add_parser("calibrate", help="fit the length model to the paper's headline")
-    cal.add_argument("--config", default=None, help="base config (default: built-in defaults)")
+    cal.add_argument("--config", help="base config (default: built-in defaults)")
     cal.add_argument("--out", required=True, help="folder for calibration.json and calibrated.yaml")
     suite = sub.add_parser("suite", help="controller variants over a suite of length worlds (mean, 95%% CI over seeds)")
     suite.add_argument("--out", required=True, help="folder for runs.csv, suite.csv and suite.md")
     suite.add_argument("--steps", type=int, nargs="+", default=[16, 64], help="run lengths (default: 16 64)")
     suite.add_argument("--seeds", type=int, default=200, help="seeds per world and run length (default: 200)")
     suite.add_argument("--prompts", type=int, default=4, help="prompts per step (default: 4, the tiny world's)")
-    suite.add_argument("--worlds", nargs="+", default=None, help="parametric worlds (default: all)")
-    suite.add_argument(
-        "--trace", action="append", default=None, help="a lengths.jsonl to replay as one more world (repeatable)"
-    )
+    suite.add_argument("--worlds", nargs="+", help="parametric worlds (default: all)")
+    suite.add_argument("--trace", action="append", help="a lengths.jsonl to replay as one more world (repeatable)")
     prompt = sub.add_parser(
         "prompt", help="prompt-aware control (tail batching, sagc-prompt) in prompt-heterogeneous worlds"
     )
@@ -148,10 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     prompt.add_argument("--long-fraction", type=float, default=0.25, help="share of prompts deferred to long rounds")
     prompt.add_argument(
-        "--trace",
-        action="append",
-        default=None,
-        help="a lengths.jsonl with prompt ids to replay, 2 prompts a step (repeatable)",
+        "--trace", action="append", help="a lengths.jsonl with prompt ids to replay, 2 prompts a step (repeatable)"
     )
     args = parser.parse_args(argv)
     commands = {"run": _run, "calibrate": _calibrate, "suite": _suite, "prompt": _prompt}

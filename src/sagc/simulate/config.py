@@ -1,8 +1,5 @@
-"""Configuration of the straggler simulator: typed pydantic models (``sagc.config_models``).
-
-A bad value raises ``ValueError`` naming the key (``lengths.sigma``), an unknown key too.
-The step-time and length models: docs/controller.md ("The simulator's models").
-"""
+"""Simulator config models; a bad or unknown key raises ``ValueError`` naming it (``lengths.sigma``).
+The models they parametrise: docs/controller.md ("The simulator's models")."""
 
 import json
 from collections.abc import Mapping
@@ -13,10 +10,6 @@ from pydantic import ConfigDict, Field, PlainValidator, field_validator, model_v
 
 from sagc.config_models import Expect, Flag, NonNegativeInt, Number, OneOf, PositiveInt, Section, Text
 from sagc.controller import SAGCConfig, parse_sizing
-
-DECODE_BATCHING = ("continuous", "static")
-LENGTH_SOURCES = ("parametric", "replay", "real_run")
-UPSAMPLE = ("group", "step")
 
 
 def _check_clip(lengths):
@@ -38,7 +31,7 @@ class ThroughputConfig(Section):
     train_token_s: Number(ge=0.0) = 7e-5
     step_overhead_s: Number(ge=0.0) = 3.0
     prompt_tokens: NonNegativeInt = 200
-    decode_batching: OneOf(DECODE_BATCHING) = "continuous"
+    decode_batching: OneOf(("continuous", "static")) = "continuous"
     train_padding: Flag = True
 
 
@@ -64,10 +57,8 @@ class ParametricLengthConfig(Section):
 
 
 class RealRunLengthConfig(Section):
-    """Stationary lengths with the tail of a real DAPO run (``sagc.lengths.REAL_RUN_TAIL``):
-    ``L = scale * exp(prompt_sigma * z_p + c_pj + sigma * z_pj)``, the component ``c_pj`` a
-    short answer, a runaway or the body (0). The fit: docs/history/2026-12-03-real-run-lengths.md.
-    """
+    """Stationary lengths with a real DAPO run's tail (docs/history/2026-12-03-real-run-lengths.md):
+    ``L = scale * exp(prompt_sigma * z_p + c_pj + sigma * z_pj)``, ``c_pj`` a short answer, a runaway or 0."""
 
     section_key = "lengths"
     scale: Number(gt=0.0) = Field(767.0, description="median of the body, tokens")
@@ -90,40 +81,33 @@ class RealRunLengthConfig(Section):
 
 
 class ReplayConfig(Section):
-    """Replay of a recorded ``lengths.jsonl`` (``sagc.trace``): ``cycle`` starts over when the
-    run is longer than the trace; ``upsample`` draws extra rollouts from the prompt's own
-    ``group`` or the whole ``step`` (docs/controller.md, "Replay")."""
+    """Replay of a recorded ``lengths.jsonl``: ``cycle`` starts over at its end; ``upsample``
+    draws extra rollouts from the prompt's ``group`` or the whole ``step``."""
 
     section_key = "lengths"
     trace: Text = Field(description="the lengths.jsonl file to replay")
     cycle: Flag = False
-    upsample: OneOf(UPSAMPLE) = "group"
+    upsample: OneOf(("group", "step")) = "group"
 
 
-#: The lengths block of each source.
 LENGTH_CONFIGS = {"parametric": ParametricLengthConfig, "replay": ReplayConfig, "real_run": RealRunLengthConfig}
 
 
-#: A finite number, converted to float (a sweep value is only ever compared and formatted).
-_Float = Annotated[float, Field(strict=True, allow_inf_nan=False)]
+def _numbers(expect: str, **bounds: float) -> Any:
+    """A non-empty list of finite numbers within ``bounds``, as a tuple of floats."""
+    number = Annotated[float, Field(strict=True, allow_inf_nan=False, **bounds)]
+    return Annotated[tuple[number, ...], Field(min_length=1), Expect(expect)]
 
 
 class SweepConfig(Section):
     """The tau x delta grid of the sweep."""
 
     section_key = "sweep"
-    tau: Annotated[
-        tuple[Annotated[_Float, Field(gt=1.0)], ...], Field(min_length=1), Expect("a non-empty list of numbers > 1")
-    ] = (1.5, 2.0, 2.5, 3.0, 4.0)
-    delta: Annotated[
-        tuple[Annotated[_Float, Field(gt=0.0, lt=1.0)], ...],
-        Field(min_length=1),
-        Expect("a non-empty list of numbers in (0, 1)"),
-    ] = (0.1, 0.2, 0.3, 0.4, 0.5)
+    tau: _numbers("a non-empty list of numbers > 1", gt=1.0) = (1.5, 2.0, 2.5, 3.0, 4.0)
+    delta: _numbers("a non-empty list of numbers in (0, 1)", gt=0.0, lt=1.0) = (0.1, 0.2, 0.3, 0.4, 0.5)
 
 
 def _sagc_config(value: Any) -> SAGCConfig:
-    """``SAGCConfig`` checks its keys as a whole (``SAGCConfig.from_dict``)."""
     if isinstance(value, SAGCConfig):
         return value
     if not isinstance(value, Mapping):
@@ -134,23 +118,20 @@ def _sagc_config(value: Any) -> SAGCConfig:
         raise ValueError(f"sagc: {e}") from None
 
 
+_Sizings = Annotated[tuple[Text, ...], Field(min_length=1), Expect("a non-empty list such as [g4, g16, sagc]")]
+
+
 class SimConfig(Section):
-    """A whole simulation: sizings (the pipeline's names), steps, lengths, hardware. ``sagc``'s
-    tau and scope also define the fixed-G straggler test; ``prompts_per_step`` stays fixed
-    when G changes; ``sweep`` null: no sweep."""
+    """A whole simulation (``prompts_per_step`` stays fixed when G changes). ``sagc``'s tau and
+    scope also define the fixed-G straggler test; ``sweep`` null: no sweep."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
     name: Text = "sim"
     seed: NonNegativeInt = 0
     steps: PositiveInt = 1000
     prompts_per_step: PositiveInt = 8
-    sizings: Annotated[tuple[Text, ...], Field(min_length=1), Expect("a non-empty list such as [g4, g16, sagc]")] = (
-        "g4",
-        "g8",
-        "g16",
-        "sagc",
-    )
-    source: OneOf(LENGTH_SOURCES) = "parametric"
+    sizings: _Sizings = ("g4", "g8", "g16", "sagc")
+    source: OneOf(tuple(LENGTH_CONFIGS)) = "parametric"
     sagc: Annotated[SAGCConfig, PlainValidator(_sagc_config)] = Field(default_factory=SAGCConfig)
     lengths: ParametricLengthConfig | ReplayConfig | RealRunLengthConfig = Field(default_factory=ParametricLengthConfig)
     throughput: ThroughputConfig = Field(default_factory=ThroughputConfig)
@@ -205,9 +186,8 @@ class SimConfig(Section):
 
     def replace(self, **changes: Any) -> "SimConfig":
         """A copy with some keys changed (nested configs passed as objects or dicts)."""
-        d = {name: getattr(self, name) for name in type(self).model_fields}
-        d.update(changes)
-        return SimConfig.from_dict(d)
+        current = {name: getattr(self, name) for name in type(self).model_fields}
+        return SimConfig.from_dict({**current, **changes})
 
 
 def load_config(path: str | Path) -> SimConfig:

@@ -1,7 +1,5 @@
-"""The synchronous-RL step-time model and the simulation loop: a vectorised path for fixed G
-and a loop that calls any ``GroupSizer`` once per step, giving the same numbers
-(docs/controller.md, "The simulator's models").
-"""
+"""The step-time model and the simulation loop: vectorised for fixed G, or one ``GroupSizer``
+call per step (same numbers; docs/controller.md, "The simulator's models")."""
 
 from __future__ import annotations
 
@@ -18,9 +16,6 @@ from sagc.simulate.config import SimConfig, ThroughputConfig
 from sagc.simulate.sources import Block, ParametricLengths, RealRunLengths, ReplayLengths
 
 SECONDS_PER_HOUR = 3600.0
-
-
-# ----------------------------------------------------------------- step statistics
 
 
 @dataclass
@@ -53,9 +48,6 @@ def step_costs(block: np.ndarray, tp: ThroughputConfig) -> StepCosts:
     )
 
 
-# --------------------------------------------------------------------- results
-
-
 @dataclass
 class SizingResult:
     """Per-step trace of one sizing over a simulated run."""
@@ -81,15 +73,12 @@ class SizingResult:
         return self.padded_tokens / (self.group_size * self._prompts())
 
     def cost(self, weight: float = TRAIN_TOKEN_WEIGHT) -> np.ndarray:
-        """Each step's machine-independent cost (``sagc.costs.step_cost``): its decode steps
-        plus ``weight`` x its trained tokens (rows x the longest completion, padding
-        included, as the trainer's ``cost/train_padded_tokens`` counts the completions)."""
+        """Each step's ``sagc.costs.step_cost``: decode steps plus ``weight`` x the padded
+        trained tokens (as the trainer's ``cost/train_padded_tokens``)."""
         return step_cost(self.decode_steps, self.padded_tokens, weight)
 
     def summary(self) -> dict[str, float]:
-        """The figures the report needs; padding efficiency is token-weighted over the run
-        (generated tokens / padded batch tokens), the run-level analogue of the trainer's
-        per-step ``tokens/padding_efficiency``."""
+        """The report's figures; padding efficiency is generated / padded tokens over the run."""
         total = float(self.step_s.sum())
         return {
             "sizing": self.sizing,
@@ -108,15 +97,11 @@ class SizingResult:
         return self.extra.get("prompts", np.ones_like(self.group_size))
 
 
-# ----------------------------------------------------------------- simulation
-
-
 _COSTS = ("rollout_s", "train_s", "step_s", "tokens", "padded_tokens")
 
 
 def costs_by_group_size(block: Block, sizes: np.ndarray, tp: ThroughputConfig) -> dict[str, np.ndarray]:
-    """Costs of every step of a block (an array or a list of per-step pools), each at its own
-    G (vectorised per distinct G)."""
+    """Costs of every step of a block (an array or a list of per-step pools) at its own G."""
     n = len(block)
     out = {k: np.empty(n) for k in _COSTS}
     if isinstance(block, np.ndarray):
@@ -134,8 +119,8 @@ def costs_by_group_size(block: Block, sizes: np.ndarray, tp: ThroughputConfig) -
 
 
 def _run(source, steps: int, width: int, tp: ThroughputConfig, sizes_of) -> dict[str, Any]:
-    """Every block of ``source`` at the group sizes ``sizes_of(block)`` picks: the sizes, each
-    step's costs and (in ``extra``) its prompts, concatenated over the run."""
+    """The group sizes ``sizes_of(block)`` picks, the costs and (in ``extra``) the prompts of
+    every step of ``source``, concatenated."""
     parts: dict[str, list] = {k: [] for k in ("group_size", *_COSTS, "prompts")}
     for _, block in source.blocks(steps, width):
         sizes = sizes_of(block)
@@ -149,8 +134,7 @@ def _run(source, steps: int, width: int, tp: ThroughputConfig, sizes_of) -> dict
 
 
 def run_fixed(g: int, source, steps: int, width: int, tp: ThroughputConfig, tau: float, scope: str) -> SizingResult:
-    """Fixed G, vectorised: no controller call; the straggler flag is computed exactly as
-    ``FixedGroupSize.observe`` would (both use ``sagc.lengths.block_ratios``; checked by the tests)."""
+    """Fixed G, vectorised; straggler flags as ``FixedGroupSize.observe`` computes them."""
     ratios = []
 
     def sizes_of(block: Block) -> np.ndarray:
@@ -204,7 +188,7 @@ def simulate(
 ) -> dict[str, SizingResult]:
     """Run every sizing of ``cfg`` on the same length pool; results keyed by sizing name.
     ``sizer_factory(sizing, sagc_config)`` builds each policy (default: the sizing registry);
-    the controller's seed is ``sagc.seed`` offset by the simulation seed."""
+    the controller's seed is ``sagc.seed + cfg.seed``."""
     if source is None:
         source, steps = make_source(cfg)
     else:

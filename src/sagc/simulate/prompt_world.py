@@ -1,10 +1,6 @@
-"""Prompt-aware control in the simulator: a fixed set of prompts trained for several epochs,
-each with its own lengths, so a policy can learn about prompts. ``PromptWorld`` is
-parametric, ``PromptReplay`` replays a trainer's ``lengths.jsonl``.
-
-The worlds' parameters, common random numbers and what is reported: docs/prompt-aware.md,
-"Prompt worlds in the simulator".
-"""
+"""Prompt-aware control in the simulator: a fixed set of prompts with their own lengths, visited
+for several epochs, parametric (``PromptWorld``) or replayed (``PromptReplay``); the worlds and
+what is reported: docs/prompt-aware.md, "Prompt worlds in the simulator"."""
 
 from __future__ import annotations
 
@@ -22,13 +18,11 @@ from sagc.simulate.engine import SizingResult, costs_by_group_size
 from sagc.simulate.suite import VARIANTS, base_sagc, mean_ci, table_cell, table_lines, write_outputs
 from sagc.trace import TraceStep, read_trace
 
-#: The prompt-heterogeneous world: the suite's tiny-world scale (median 40 tokens, cap 480),
-#: with prompt scales spread as much as the tiny world's problem sizes (2-5 steps: 21-45
-#: tokens, sd of log ~0.25) and then some (0.5): what tail batching needs to matter.
+#: The suite's tiny-world scale with prompt scales spread wider than the tiny world's (sd of
+#: log 0.5 vs ~0.25): what tail batching needs to matter.
 HETERO = dict(median_start=40.0, median_end=40.0, sigma=0.3, prompt_sigma=0.5,
               tail_prob_start=0.01, tail_prob_end=0.01, tail_min=2.0, tail_alpha=1.5,
               min_tokens=1, max_tokens=480)  # fmt: skip
-
 
 #: Rollouts drawn per prompt visit; a G takes the first G, so G = 4 sees a subset of G = 16.
 WIDTH = 16
@@ -36,7 +30,7 @@ WIDTH = 16
 
 @dataclass(frozen=True)
 class PromptWorldConfig:
-    """A prompt-heterogeneous world (module docstring); ``lengths`` are the length model's keys."""
+    """A prompt-heterogeneous world; ``lengths`` are ``ParametricLengthConfig`` keys."""
 
     n_prompts: int = 64
     tail_coupling: float = 0.0
@@ -57,7 +51,7 @@ class PromptWorldConfig:
 
 
 class PromptWorld:
-    """Lengths of prompt visits in a ``PromptWorldConfig`` world, seeded (module docstring)."""
+    """Lengths of prompt visits in a ``PromptWorldConfig`` world, seeded."""
 
     def __init__(self, cfg: PromptWorldConfig, total_steps: int, seed: int) -> None:
         self.cfg = cfg
@@ -98,13 +92,9 @@ class PromptWorld:
 
 
 class PromptReplay:
-    """A recorded trace with prompt ids, replayed per prompt visit (module docstring).
-
-    Prompts are renumbered ``0 .. n-1`` in order of first appearance. Visit ``v`` of prompt
-    ``i`` replays its recorded group ``v mod (groups of i)``, in a seeded order, bootstrapped
-    from that group when G exceeds it. Features: an intercept only (the trace has no prompt
-    text), so only a prompt's own history informs the predictor.
-    """
+    """A recorded trace with prompt ids (renumbered in order of first appearance): visit ``v`` of
+    prompt ``i`` replays its group ``v mod (groups of i)`` in a seeded order, bootstrapped when G
+    exceeds it. No features: the trace has no prompt text."""
 
     def __init__(self, trace: Sequence[TraceStep] | str, seed: int = 0) -> None:
         steps = read_trace(trace) if isinstance(trace, str) else list(trace)
@@ -131,14 +121,10 @@ class PromptReplay:
         return out
 
 
-# ------------------------------------------------------------------------- policies
-
-
 @dataclass(frozen=True)
 class Arm:
-    """One policy of the comparison: a sizing name of the registry (default: ``name``),
-    built from the suite's blocks as a grid cell of that name is. ``stream`` names another
-    sizing whose prompt stream it draws from instead of its own (an ablation)."""
+    """One policy: a registry sizing (default: ``name``) built as a grid cell of that name;
+    ``stream`` names another sizing whose prompt stream it draws from (an ablation)."""
 
     name: str
     sizing: str | None = None
@@ -148,10 +134,8 @@ class Arm:
         object.__setattr__(self, "sizing", self.sizing or self.name)
 
 
-#: What the comparison runs, named like the grid's cells: fixed G and the SAGC variants on
-#: the plain stream; tail batching alone at a fixed G (``sagc-prompt-g<N>``); the hybrid
-#: (``sagc-prompt``, and ``-fast`` with the fast variant's options); and an ablation that
-#: runs one SAGC (fast) over the tail-batched rounds, without a posterior per round kind.
+#: Named like the grid's cells; ``sagc-fast-tail`` runs one SAGC over the tail-batched rounds,
+#: without a posterior per round kind.
 POLICIES = (
     Arm("g16"), Arm("g8"), Arm("g4"), Arm("sagc"), Arm("sagc-fast"),
     Arm("sagc-prompt-g16"), Arm("sagc-prompt-g8"),
@@ -167,9 +151,8 @@ VARIANT_BLOCKS = {
 
 
 def build(arm: Arm, world, base: PromptStream, blocks: dict[str, Any]) -> tuple[GroupSizer, PromptStream]:
-    """The (group sizer, prompt stream) of an arm in a world, seeded with ``base``'s seed,
-    as the trainer builds a cell's: the sizer's ``prompt_stream`` over the plain ``base``
-    (``blocks``: a pipeline config's ``sagc``, ``sagc_prompt`` and variants blocks)."""
+    """An arm's (group sizer, prompt stream over ``base``), seeded as the trainer builds a cell's;
+    ``blocks``: a pipeline config's ``sagc``, ``sagc_prompt`` and variants blocks."""
 
     def sizer_of(name: str) -> GroupSizer:
         parsed = parse_sizing(name)
@@ -202,17 +185,8 @@ def run_policy(sizer, stream, world, steps: int, prompts: int, tp: ThroughputCon
                         ratio=np.asarray(ratios), **costs_by_group_size(blocks, sizes, tp), extra=extra)  # fmt: skip
 
 
-# ----------------------------------------------------------------------- comparison
-
-
-#: The prompt-aware study (docs/prompt-aware.md) runs the controller study's settings at the
-#: eta it was measured with, so that its command reproduces its tables.
+#: The eta the prompt-aware study's tables were measured with.
 PROMPT_ETA = 2.0
-
-
-def prompt_sagc() -> dict[str, Any]:
-    """The prompt-aware study's controller settings."""
-    return {**base_sagc(), "eta": PROMPT_ETA}
 
 
 @dataclass(frozen=True)
@@ -224,7 +198,7 @@ class PromptSuite:
     steps: int = 128
     prompts: int = 4
     seeds: int = 100
-    sagc: dict[str, Any] = field(default_factory=prompt_sagc)
+    sagc: dict[str, Any] = field(default_factory=lambda: {**base_sagc(), "eta": PROMPT_ETA})
     long_fraction: float = 0.25
     policies: tuple[Arm, ...] = POLICIES
     throughput: ThroughputConfig = field(default_factory=ThroughputConfig)

@@ -1,9 +1,5 @@
-"""Where the simulated completion lengths come from: a parametric model or a recorded trace.
-
-Every source yields a pool of ``W`` rollout lengths per step and prompt, and a sizing that
-picks G uses the first G, so all sizings see the same draws (common random numbers). The
-pool's definition: docs/controller.md ("The simulator's models").
-"""
+"""Length sources: a pool of ``W`` rollout lengths per step and prompt, of which a sizing takes
+the first G (common random numbers; docs/controller.md, "The simulator's models")."""
 
 from __future__ import annotations
 
@@ -18,8 +14,7 @@ from sagc.trace import TraceStep, read_trace
 
 Block = np.ndarray | list
 
-#: Steps per generated block: part of the pool's definition (each block has its own seeded
-#: streams), so it must not change.
+#: Steps per generated block, each with its own seeded streams: changing it changes the pool.
 BLOCK_STEPS = 1024
 
 #: The prompt scales' stream id in a block (column j uses stream j).
@@ -27,8 +22,8 @@ _PROMPT_STREAM = 1 << 20
 
 
 class ParametricLengths:
-    """Lengths from ``ParametricLengthConfig``; column j of a block is drawn from its own
-    stream ``SeedSequence([seed, block, j])``, so a pool of width 16 starts with the pool of 8."""
+    """Lengths from ``ParametricLengthConfig``; column j of a block comes from its own stream
+    ``SeedSequence([seed, block, j])``, so a pool of width 16 starts with the pool of 8."""
 
     def __init__(self, cfg: ParametricLengthConfig, total_steps: int, prompts: int, seed: int) -> None:
         if total_steps < 1 or prompts < 1:
@@ -91,8 +86,7 @@ class ParametricLengths:
 
 
 class RealRunLengths(ParametricLengths):
-    """Lengths from ``RealRunLengthConfig`` (a three-component log-normal mixture), on
-    ``ParametricLengths``' streams."""
+    """Lengths from ``RealRunLengthConfig`` on ``ParametricLengths``' streams."""
 
     cfg: RealRunLengthConfig
 
@@ -114,13 +108,9 @@ class RealRunLengths(ParametricLengths):
         return out
 
 
-# --------------------------------------------------------------------------- replay
-
-
 class ReplayLengths:
-    """Lengths replayed from a recorded trace: each recorded group in a seeded order, then
-    bootstrapped to width W from the group or the step (docs/controller.md, "Replay"). At the
-    recorded G a fixed controller reproduces the recorded straggler flags exactly."""
+    """A recorded trace: each group in a seeded order, bootstrapped to width W from the group or
+    the step; at the recorded G a fixed controller reproduces the recorded flags exactly."""
 
     def __init__(self, trace: Sequence[TraceStep] | str | Path, cfg: ReplayConfig | None = None, seed: int = 0) -> None:
         self.trace = read_trace(trace) if isinstance(trace, (str, Path)) else list(trace)
@@ -131,19 +121,14 @@ class ReplayLengths:
 
     def n_steps(self, requested: int) -> int:
         """Steps the simulation runs: the trace's length, or ``requested`` when cycling."""
-        if self.cfg.cycle:
-            return requested
-        return len(self.trace)
+        return requested if self.cfg.cycle else len(self.trace)
 
     def blocks(self, steps: int, width: int) -> Iterator[tuple[int, Block]]:
         if steps > len(self.trace) and not self.cfg.cycle:
             raise ValueError(f"the trace has {len(self.trace)} steps, {steps} were asked for (set lengths.cycle: true)")
         rng = np.random.default_rng(self.seed)
         rows = [self._pool_step(self.trace[t % len(self.trace)], width, rng) for t in range(steps)]
-        if len({r.shape[0] for r in rows}) == 1:
-            yield 0, np.stack(rows)
-        else:
-            yield 0, rows
+        yield 0, np.stack(rows) if len({r.shape[0] for r in rows}) == 1 else rows
 
     def _pool_step(self, rec: TraceStep, width: int, rng: np.random.Generator) -> np.ndarray:
         out = np.empty((len(rec.lengths), width))
@@ -160,8 +145,7 @@ class ReplayLengths:
 
 
 class CachedSource:
-    """A source whose blocks are drawn once and kept: the sweep and the calibration run
-    dozens of sizings on the same pool, and drawing it dominates a fixed-G run."""
+    """A source whose blocks are drawn once and kept, for many runs on the same pool."""
 
     def __init__(self, source, steps: int, width: int) -> None:
         self.inner = source

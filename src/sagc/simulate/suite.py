@@ -1,12 +1,5 @@
-"""How fast each controller variant meets its straggler budget: a suite of length worlds.
-
-Every world is run for many seeds at each run length, with common random numbers across
-controllers within a seed, and every SAGC variant and rule-based baseline is scored on how
-soon it settles under the budget, its regret against the best static G, and its cost.
-
-The worlds, the controllers and the definition of every metric: docs/controller.md, "The
-simulator suite: worlds and metrics".
-"""
+"""How fast each controller variant meets its straggler budget, over a suite of length worlds
+(worlds, controllers and metrics: docs/controller.md, "The simulator suite: worlds and metrics")."""
 
 from __future__ import annotations
 
@@ -26,21 +19,17 @@ from sagc.simulate.sources import CachedSource
 #: Margin over delta within which a run counts as settled (and a 16-step run must end).
 SETTLE_MARGIN = 0.05
 
-#: The pipeline config whose controller the suite studies: the default grid's, read from it.
+#: The default grid's config: the suite studies its controller (``BASE_KEYS`` of its ``sagc`` block).
 GRID_CONFIG = Path(__file__).resolve().parents[3] / "configs" / "default.yaml"
-#: The keys of its ``sagc`` block the suite takes (the others: ``SAGCConfig``'s defaults).
 BASE_KEYS = ("candidates", "tau", "eta")
-#: The budget belongs to the suite's worlds, not to the grid's: they are calibrated so that
-#: 0.3 binds (p(4), p(8), p(16) ~ 0.18, 0.34, 0.55), whatever delta the tiny world declares.
+#: The suite's worlds are calibrated so that this budget binds, whatever the grid's delta.
 SUITE_DELTA = 0.3
-#: The overlay that trains the rule-based baselines: their blocks are read from it.
+#: The overlay whose blocks train the rule-based baselines.
 RULES_CONFIG = GRID_CONFIG.with_name("beyond.yaml")
-#: The rule-based baselines the suite runs beside SAGC (``sagc.controller.rules``).
-RULES = ("aimd", "threshold")
+RULES = ("aimd", "threshold")  # sagc.controller.rules
 #: The policies the suite can run (no prompt stream of their own).
 SUITE_POLICIES = ("sagc",) + RULES
-#: The name of the oracle static mix's rows.
-ORACLE = "oracle-mix"
+ORACLE = "oracle-mix"  # the rows of the oracle static mix
 
 
 def _read_config(config: str | Path, whose: str) -> tuple[Path, dict[str, Any]]:
@@ -64,8 +53,7 @@ def base_sagc(config: str | Path = GRID_CONFIG) -> dict[str, Any]:
 
 
 def rule_blocks(config: str | Path = RULES_CONFIG) -> dict[str, dict[str, Any]]:
-    """The rules' own blocks (``aimd``, ``threshold``) in the overlay ``config``; they take
-    candidates, tau and delta from the ``sagc`` block, as a grid cell does."""
+    """The rules' own blocks in the overlay ``config`` (the rest comes from ``sagc``, as in a cell)."""
     _, data = _read_config(config, "the rules'")
     return {p: dict(data.get(p) or {}) for p in RULES}
 
@@ -78,8 +66,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "sagc-fast": {"counterfactual": True, "selection": "constrained"},
 }
 
-#: Parametric worlds: ParametricLengthConfig keys (lengths in tokens, the tiny world's scale:
-#: median ~40, cap 480). Measured risks at tau = 2.5, 4 prompts: see the module docstring.
+#: ParametricLengthConfig keys at the tiny world's scale (median ~40 tokens, cap 480).
 PARAMETRIC_WORLDS: dict[str, dict[str, Any]] = {
     "binding": dict(median_start=40.0, median_end=40.0, sigma=0.3, prompt_sigma=0.2,
                     tail_prob_start=0.012, tail_prob_end=0.012),
@@ -92,7 +79,7 @@ PARAMETRIC_WORLDS: dict[str, dict[str, Any]] = {
 }  # fmt: skip
 WORLD_COMMON = {"tail_min": 2.0, "tail_alpha": 1.5, "min_tokens": 1, "max_tokens": 480}
 
-#: Every world: its source and the keys of that source's lengths block.
+#: Every world: its source and its lengths block.
 WORLDS: dict[str, tuple[str, dict[str, Any]]] = {
     **{name: ("parametric", {**WORLD_COMMON, **keys}) for name, keys in PARAMETRIC_WORLDS.items()},
     "real": ("real_run", {}),  # RealRunLengthConfig's defaults: the real run's tail
@@ -144,8 +131,8 @@ class SuiteConfig:
                 raise ValueError(f"traces: lengths trace not found: {path}")
 
     def block(self, name: str, base: dict[str, Any] | None = None) -> dict[str, Any]:
-        """The checked block of a controller: ``base`` (default: the suite's ``sagc``), its
-        policy's block (a rule's) and the variant's keys, as a grid cell's."""
+        """The checked block of a controller, as a grid cell's: ``base`` (default: the suite's
+        ``sagc``), then its policy's block, then the variant's keys."""
         sizing = parse_sizing(name)
         block = {**(self.sagc if base is None else base), **self.blocks.get(sizing.block, {}), **self.variants[name]}
         sizing.config(block)
@@ -201,9 +188,8 @@ def run_metrics(group_size: np.ndarray, straggler: np.ndarray, prompts: np.ndarr
 
 
 def oracle_mix(fixed: dict[int, SizingResult], delta: float) -> dict[int, float]:
-    """Weights of the best randomised mix of the fixed G's whose straggler rate meets delta:
-    maximise the mean log2 G subject to the mixed rate <= delta (a linear programme), or
-    all on the smallest G when no mix meets it."""
+    """Weights of the fixed G's mix maximising mean log2 G with mixed rate <= delta (a linear
+    programme); all on the smallest G when no mix meets it."""
     from scipy.optimize import linprog
 
     gs = sorted(fixed)
@@ -216,8 +202,8 @@ def oracle_mix(fixed: dict[int, SizingResult], delta: float) -> dict[int, float]
 
 
 def cost_metrics(r: SizingResult, ref: SizingResult, ceiling: SizingResult) -> dict[str, float]:
-    """Utility and the two cost ratios of a run against ``ref`` (the largest fixed G), and the
-    ceiling's ratios (the smallest fixed G on the same pool), which the savings shares need."""
+    """Utility and cost ratios of a run against ``ref`` (the largest fixed G), and the ceiling's
+    (the smallest fixed G), which the savings shares need."""
     return {
         "utility": float(np.log2(r.group_size).mean()),
         "decode_ratio": float(r.decode_steps.sum() / ref.decode_steps.sum()),
@@ -318,8 +304,6 @@ def run_suite(suite: SuiteConfig) -> tuple[list[dict[str, Any]], list[dict[str, 
     return rows, summarize(rows)
 
 
-# ------------------------------------------------------------------------------ output
-
 _SHOWN = (("straggler_rate", "rate", 2), ("second_half_rate", "2nd-half rate", 2),
           ("settled", "settled", 2), ("settle_step", "settle step", 1),
           ("regret_rollouts", "regret (rollouts)", 0), ("violation", "violation", 3),
@@ -347,8 +331,7 @@ def table_lines(rows: list[dict[str, Any]], columns: tuple, by: str = "sizing", 
 
 
 def markdown_table(summary: list[dict[str, Any]], delta: float) -> str:
-    """The summary as Markdown, mean ± 95% CI half-width: per run length the convergence
-    table, then per run length the cost table (with the oracle static mix)."""
+    """The summary as Markdown: the convergence table per run length, then the cost tables."""
     lengths = sorted({r["steps"] for r in summary})
     parts = []
     for steps in lengths:

@@ -1,9 +1,5 @@
-"""The tau x delta sweep: how SAGC's savings depend on its two main knobs.
-
-For every tau the fixed-G baselines are re-measured (their straggler flags depend on tau;
-their time does not), and for every (tau, delta) SAGC runs on the same cached length pool,
-so the grid differs only in the controller's settings.
-"""
+"""The tau x delta sweep: how SAGC's savings depend on its two main knobs, every setting on the
+same cached length pool (the fixed-G baselines re-measured per tau: their flags depend on it)."""
 
 from __future__ import annotations
 
@@ -13,6 +9,8 @@ from sagc.controller import SAGCConfig, fixed_group_size
 from sagc.simulate.config import SimConfig, SweepConfig
 from sagc.simulate.engine import make_source, simulate, summary_table
 from sagc.simulate.sources import CachedSource
+
+_SAGC_COLUMNS = ("straggler_rate", "total_hours", "mean_group_size", "mean_log2_group_size", "padding_efficiency")
 
 
 def run_sweep(cfg: SimConfig, sweep: SweepConfig | None = None) -> list[dict[str, Any]]:
@@ -31,16 +29,8 @@ def run_sweep(cfg: SimConfig, sweep: SweepConfig | None = None) -> list[dict[str
         for delta in sweep.delta:
             sc = SAGCConfig.from_dict({**cfg.sagc.to_dict(), "tau": tau, "delta": delta})
             res = simulate(cfg.replace(sizings=("sagc",), sagc=sc), source=cached)["sagc"].summary()
-            row = {
-                "tau": tau,
-                "delta": delta,
-                "straggler_rate": res["straggler_rate"],
-                "total_hours": res["total_hours"],
-                "mean_group_size": res["mean_group_size"],
-                "mean_log2_group_size": res["mean_log2_group_size"],
-                "padding_efficiency": res["padding_efficiency"],
-                "budget_met": res["straggler_rate"] <= delta,
-            }
+            row = {"tau": tau, "delta": delta, **{k: res[k] for k in _SAGC_COLUMNS}}
+            row["budget_met"] = res["straggler_rate"] <= delta
             for name, fr in fixed_rows.items():
                 row[f"speedup_vs_{name}"] = fr["total_hours"] / res["total_hours"]
                 row[f"straggler_rate_{name}"] = fr["straggler_rate"]
@@ -55,14 +45,10 @@ def reference_column(columns) -> str | None:
 
 
 def best_settings(rows: list[dict[str, Any]], reference: str | None = None) -> dict[str, Any]:
-    """Two readings of the sweep, since time alone always favours the smallest G:
-
-    - ``fastest``: the largest speed-up against ``reference`` (default: the largest fixed
-      G in the rows);
-    - ``best_within_budget``: among settings whose realised rate met their own delta, the
-      largest mean log2(G) (SAGC's utility: most advantage samples per prompt within the
-      straggler budget), ties to the faster; ``None`` if no setting met its budget.
-    """
+    """Two readings of the sweep (time alone always favours the smallest G): ``fastest``, the
+    largest speed-up against ``reference`` (default: the largest fixed G), and
+    ``best_within_budget``, the largest mean log2 G among settings that met their delta, ties to
+    the faster (``None`` if none did)."""
     if not rows:
         raise ValueError("best_settings: the sweep is empty")
     if reference is None:

@@ -1,10 +1,4 @@
-"""Pipeline steps that build the tiny world from code and a seed (the CLI calls these).
-
-``build_data`` -> ``DIR/{train,eval,heldout}.jsonl`` + ``task.json``
-``build_tokenizer`` -> a tokenizer folder (``save_pretrained``) + ``build.json``
-``build_base_model`` -> a self-contained model folder (weights, config, generation config,
-tokenizer) + ``build.json`` (params, sizes, warm-start report, accuracy, seconds)
-"""
+"""Pipeline steps that build the tiny world from code and a seed (the CLI calls these)."""
 
 from __future__ import annotations
 
@@ -17,25 +11,18 @@ from sagc.tiny.defaults import DEFAULT_VOCAB_SIZE
 from sagc.tiny.task import TaskParams, iter_texts, load_split, write_splits
 from sagc.tiny.warmstart import WarmStartParams, warm_start
 
-# torch / transformers are imported inside the functions that need them: `data` is a
-# seconds-long pipeline step and should not pay for importing them.
-
-
-def task_modulus(data_dir: Path) -> int:
-    """The modulus of the task in ``data_dir`` (its ``task.json``; 10 when absent)."""
-    meta = Path(data_dir) / "task.json"
-    if not meta.is_file():
-        return TaskParams().modulus
-    return int(json.loads(meta.read_text())["params"]["modulus"])
+# torch / transformers are imported where needed: the seconds-long `data` step does not pay for them.
 
 
 def build_data(out_dir: Path, seed: int = 0, params: TaskParams | None = None) -> dict:
+    """``out_dir/{train,eval,heldout}.jsonl`` + ``task.json``."""
     t0 = time.perf_counter()
     sizes = write_splits(Path(out_dir), (params or TaskParams()).validate(), seed)
     return {"sizes": sizes, "seconds": time.perf_counter() - t0}
 
 
 def build_tokenizer(data_dir: Path, out_dir: Path, vocab_size: int = DEFAULT_VOCAB_SIZE) -> dict:
+    """A tokenizer folder (``save_pretrained``) + ``build.json``."""
     from sagc.tiny.tokenizer import save_tokenizer, train_tokenizer
 
     t0 = time.perf_counter()
@@ -57,10 +44,10 @@ def build_base_model(
     eval_samples: int = 128,
     log_every: int = 0,
 ) -> dict:
-    """Build, warm-start, evaluate on ``eval_samples`` eval rows, save; return the report.
+    """Build, warm-start, evaluate, save a self-contained model folder + ``build.json``; return the report.
 
-    ``size``: ``ModelSize``; ``warm``: ``WarmStartParams`` (defaults when None). Accuracy is
-    measured on the eval split (the train distribution), greedy and at the training temperature.
+    ``size``: ``ModelSize``; ``warm``: ``WarmStartParams`` (defaults when None). Accuracy: on
+    ``eval_samples`` eval rows, greedy and at the training temperature.
     """
     import torch
 
@@ -77,9 +64,9 @@ def build_base_model(
     tok = load_tokenizer(tokenizer_dir)
     train_rows = load_split(data_dir, "train")
     model = build_model(arch, tok, size, seed=seed)
-    warm_report = warm_start(
-        model, tok, train_rows, warm, seed=seed, log_every=log_every, modulus=task_modulus(data_dir)
-    )
+    meta = Path(data_dir) / "task.json"  # its modulus; the default when absent
+    modulus = int(json.loads(meta.read_text())["params"]["modulus"]) if meta.is_file() else TaskParams().modulus
+    warm_report = warm_start(model, tok, train_rows, warm, seed=seed, log_every=log_every, modulus=modulus)
     report = {
         "model": MODEL_NAMES[arch],
         "arch": arch,

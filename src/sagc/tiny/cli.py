@@ -1,8 +1,6 @@
 """``python -m sagc.tiny <command>``: the pipeline steps that build and check the tiny world.
 
-Commands: ``data``, ``tokenizer``, ``base-model``, ``measure``; ``<command> --help`` lists
-every flag and its default (bad values exit with a message naming the flag). What each
-writes: src/sagc/tiny/README.md ("Pipeline steps").
+``<command> --help`` lists every flag and its default; bad values exit with a message naming the flag.
 """
 
 from __future__ import annotations
@@ -32,30 +30,19 @@ def _flag(name: str) -> str:
 
 def _add_dataclass_flags(p: argparse.ArgumentParser, cls, prefix: str = "") -> None:
     """One flag per dataclass field, default and type taken from the dataclass."""
-    defaults = cls()
     for f in fields(cls):
-        default = getattr(defaults, f.name)
-        p.add_argument(
-            _flag(prefix + f.name),
-            dest=prefix + f.name,
-            type=type(default),
-            default=default,
-            help=f"(default: {default})",
-        )
+        name = prefix + f.name
+        p.add_argument(_flag(name), dest=name, type=type(f.default), default=f.default, help=f"(default: {f.default})")
 
 
 def _from_args(cls, args, prefix: str = ""):
     """Build and validate the dataclass; re-raise errors with the flag's name."""
-    values = {f.name: getattr(args, prefix + f.name) for f in fields(cls) if hasattr(args, prefix + f.name)}
+    values = {f.name: getattr(args, prefix + f.name) for f in fields(cls)}
     try:
         return cls(**values).validate()
     except ValueError as e:
-        msg = str(e)
-        for f in fields(cls):
-            if f"'{f.name}'" in msg:
-                msg = f"{_flag(prefix + f.name)}: {msg}"
-                break
-        raise SystemExit(f"error: {msg}") from None
+        flag = next((_flag(prefix + f.name) + ": " for f in fields(cls) if f"'{f.name}'" in str(e)), "")
+        raise SystemExit(f"error: {flag}{e}") from None
 
 
 def _positive_int(flag: str):

@@ -1,15 +1,7 @@
 """Sampling at training temperature: accuracy, length distribution and straggler rate per G.
 
-This is how we check that the tiny world shows the paper's phenomenon before any RL run:
-a "step" here is what one GRPO step generates (``prompts_per_step`` prompts, each repeated
-G times, one batched ``generate`` call), and the step straggles when
-``max / median`` completion length over the whole step exceeds ``tau``
-(``sagc.lengths.length_stats(..., scope="step")``), truncated rows included.
-
-Completion length counts tokens up to and including the first eos (as TRL's completion
-mask does); a completion without eos has ``max_new_tokens`` tokens. Each G's report also
-holds the share and accuracy of every solution behaviour (``task.behaviour_of``) among the
-sampled completions: where the long rows come from, and whether they pay.
+A "step" is what one GRPO step generates (``prompts_per_step`` prompts x G, one ``generate`` call);
+it straggles when max / median completion length over the whole step exceeds ``tau``.
 """
 
 from __future__ import annotations
@@ -23,12 +15,7 @@ import torch
 
 from sagc.lengths import REAL_RUN_TAIL, TAIL_GROUP_SIZE, as_groups, length_stats, tail_table
 from sagc.rewards import correctness_reward, format_reward
-from sagc.tiny.defaults import (
-    DEFAULT_MAX_COMPLETION_LENGTH,
-    DEFAULT_PROMPTS_PER_STEP,
-    DEFAULT_TAU,
-    DEFAULT_TEMPERATURE,
-)
+from sagc.tiny.defaults import DEFAULT_MAX_COMPLETION_LENGTH, DEFAULT_PROMPTS_PER_STEP, DEFAULT_TAU, DEFAULT_TEMPERATURE
 from sagc.tiny.task import BEHAVIOURS, Problem, behaviour_of
 
 
@@ -53,8 +40,12 @@ class SampleParams:
 def sample_completions(
     model, tokenizer, prompts: list[str], params: SampleParams, greedy: bool = False, return_batch: bool = False
 ):
-    """Generate one completion per prompt in one batch; return texts and token lengths
-    (and, with ``return_batch``, the padded ids + attention mask of prompt + completion)."""
+    """Generate one completion per prompt in one batch; return texts and token lengths (and, with
+    ``return_batch``, the padded ids + attention mask of prompt + completion).
+
+    A length counts tokens up to and including the first eos, as TRL's completion mask does; a
+    completion without eos has ``max_new_tokens``.
+    """
     params.validate()
     enc = tokenizer(prompts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False)
     gen_kwargs = dict(
@@ -68,10 +59,7 @@ def sample_completions(
     completions = out[:, enc["input_ids"].shape[1] :]
     texts, lengths = [], []
     for row in completions.tolist():
-        if tokenizer.eos_token_id in row:
-            n = row.index(tokenizer.eos_token_id) + 1
-        else:
-            n = params.max_new_tokens
+        n = row.index(tokenizer.eos_token_id) + 1 if tokenizer.eos_token_id in row else params.max_new_tokens
         lengths.append(min(n, params.max_new_tokens))
         texts.append(tokenizer.decode(row[:n], skip_special_tokens=True))
     if return_batch:
@@ -126,8 +114,7 @@ def accuracy(
 
 
 def behaviour_shares(texts: list[str], prompts: list[str], correct: list[float]) -> dict:
-    """Share, accuracy and mean character length of each behaviour (``task.behaviour_of``)
-    among sampled completions: how much of each the policy uses, and what each pays."""
+    """Share and accuracy of each behaviour (``task.behaviour_of``) among sampled completions."""
     rows: dict[str, list] = {b: [] for b in (*BEHAVIOURS, "other")}
     for text, prompt, c in zip(texts, prompts, correct):
         try:
@@ -182,8 +169,7 @@ def measure_group_sizes(
     for g in group_sizes:
         rng = random.Random(seed * 1000 + g)
         torch.manual_seed(seed * 1000 + g)
-        flags, ratios, rewards, varied, secs, upd, lens_g, g_groups = [], [], [], [], [], [], [], []
-        texts_g, prompts_g = [], []
+        ratios, rewards, varied, secs, upd, g_groups, texts_g, prompts_g = [], [], [], [], [], [], [], []
         for _ in range(steps):
             chunk = rng.sample(rows, prompts_per_step)
             prompts = [r["prompt"] for r in chunk for _ in range(g)]
@@ -191,18 +177,15 @@ def measure_group_sizes(
             texts, lens, batch = sample_completions(model, tokenizer, prompts, params, return_batch=True)
             secs.append(time.perf_counter() - t0)
             upd.append(time_update(model, batch))
-            answers = [r["answer"] for r in chunk for _ in range(g)]
-            correct = correctness_reward(None, texts, answer=answers)
+            correct = correctness_reward(None, texts, answer=[r["answer"] for r in chunk for _ in range(g)])
             groups = [lens[i * g : (i + 1) * g] for i in range(prompts_per_step)]
             g_groups += groups
-            stats = length_stats(as_groups(groups), scope="step")
-            ratios.append(stats.ratio)
-            flags.append(stats.ratio > tau)
+            ratios.append(length_stats(as_groups(groups), scope="step").ratio)
             rewards += correct
             texts_g += texts
             prompts_g += prompts
             varied += [len(set(correct[i * g : (i + 1) * g])) > 1 for i in range(prompts_per_step)]
-            lens_g += lens
+        lens_g = [n for group in g_groups for n in group]
         all_lengths += lens_g
         if g >= TAIL_GROUP_SIZE:
             tail_groups += g_groups
@@ -210,7 +193,7 @@ def measure_group_sizes(
             {
                 "group_size": g,
                 "steps": steps,
-                "straggler_rate": float(np.mean(flags)),
+                "straggler_rate": float(np.mean([r > tau for r in ratios])),
                 "mean_ratio": float(np.mean(ratios)),
                 "reward_mean": float(np.mean(rewards)),
                 "varied_group_frac": float(np.mean(varied)),  # groups whose correctness varies (RL signal)

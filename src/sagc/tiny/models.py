@@ -1,10 +1,7 @@
-"""Tiny base models of the paper's two architecture classes: Qwen2 and Llama.
+"""Tiny base models of the paper's two architecture classes, built from a seed.
 
-``tiny-qwen2`` is a ``Qwen2ForCausalLM`` (biased q/k/v projections, like Qwen2.5) and
-``tiny-llama`` a ``LlamaForCausalLM`` (no biases, like Llama-3.2); both tie their input and
-output embeddings, as the 3B models of the paper do. Size: see ``ModelSize`` (about 0.43M
-parameters by default): small enough that a GRPO step at G=16 on one CPU thread is
-dominated by generation, big enough to learn the task partly in a minute.
+``tiny-qwen2``: ``Qwen2ForCausalLM`` (biased q/k/v projections, like Qwen2.5); ``tiny-llama``:
+``LlamaForCausalLM`` (no biases, like Llama-3.2); both tie their embeddings, as the paper's 3B models do.
 """
 
 from __future__ import annotations
@@ -15,8 +12,6 @@ from pathlib import Path
 
 from sagc.tiny.tokenizer import save_tokenizer
 
-# torch / transformers are imported inside the functions (the CLI's `data` step stays light).
-
 ARCHS = ("qwen2", "llama")
 #: Model names used by the pipeline (results/<name>/models/<model>/).
 MODEL_NAMES = {"qwen2": "tiny-qwen2", "llama": "tiny-llama"}
@@ -24,8 +19,8 @@ MODEL_NAMES = {"qwen2": "tiny-qwen2", "llama": "tiny-llama"}
 
 @dataclass(frozen=True)
 class ModelSize:
-    """Shape of a tiny model. ``max_position_embeddings`` must cover the longest held-out
-    prompt plus the evaluation's completion cap (prompt ~190 + 256 tokens for 20 steps)."""
+    """Shape of a tiny model (~0.43M parameters by default). ``max_position_embeddings`` must cover
+    the longest held-out prompt plus the evaluation's completion cap."""
 
     hidden_size: int = 128
     num_layers: int = 2
@@ -68,7 +63,8 @@ def build_model(arch: str, tokenizer, size: ModelSize | None = None, seed: int =
     if arch not in ARCHS:
         raise ValueError(f"arch must be one of {ARCHS}, got {arch!r}")
     size = (size or ModelSize()).validate()
-    common = dict(
+    config_cls, model_cls = {"qwen2": (Qwen2Config, Qwen2ForCausalLM), "llama": (LlamaConfig, LlamaForCausalLM)}[arch]
+    config = config_cls(
         vocab_size=len(tokenizer),
         hidden_size=size.hidden_size,
         intermediate_size=size.intermediate_size,
@@ -80,15 +76,10 @@ def build_model(arch: str, tokenizer, size: ModelSize | None = None, seed: int =
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
         bos_token_id=None,
+        rope_parameters={"rope_type": "default", "rope_theta": size.rope_theta},
     )
-    if arch == "qwen2":
-        config = Qwen2Config(**common, rope_parameters={"rope_type": "default", "rope_theta": size.rope_theta})
-        cls = Qwen2ForCausalLM
-    else:
-        config = LlamaConfig(**common, rope_parameters={"rope_type": "default", "rope_theta": size.rope_theta})
-        cls = LlamaForCausalLM
     torch.manual_seed(seed)
-    model = cls(config)
+    model = model_cls(config)
     model.generation_config = GenerationConfig(
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,

@@ -1,18 +1,13 @@
 """A synthetic step-by-step reasoning task whose solution *behaviours* differ in length and accuracy.
 
-Each problem iterates one modular-arithmetic rule over consecutive letters; the warm start
-teaches a mixture of behaviours (plain, miscount, slip, check) rendered by
-``render_completion``, so that RL has choices of different lengths to select between and
-some rollouts straggle, as in reasoning RL.
-
-The task's format, the behaviours and why the task has this shape: src/sagc/tiny/README.md,
-"The task's design".
+Format, behaviours and why the task has this shape: src/sagc/tiny/README.md, "The task's design".
 """
 
 from __future__ import annotations
 
 import json
 import math
+import operator
 import random
 import re
 import string
@@ -24,20 +19,16 @@ import sagc.io
 
 #: Split files, in the order they are generated.
 SPLITS = ("train", "eval", "heldout")
-
-OPERATORS = ("+", "-", "*")
-
-#: Solution behaviours the warm start mixes (see the module docstring).
+REQUIRED_COLUMNS = ("prompt", "answer", "solution", "n_steps")
+_APPLY = {"+": operator.add, "-": operator.sub, "*": operator.mul}
+OPERATORS = tuple(_APPLY)
 BEHAVIOURS = ("plain", "miscount", "slip", "check")
 
-#: The line that opens the careful re-derivation of a ``check`` completion; the next line
-#: restates the prompt (``start d:7 next=prev+4 find h``), so the re-derivation starts from a
-#: fresh copy of the start value and the target, as the first pass does.
+#: Opens a check pass; the next line restates the prompt, so the pass starts from a fresh copy.
 CHECK_LINE = "check"
 
-#: How a value is written. Letters let the tokenizer merge a value with the sign before it
-#: (``=d``, ``+f``): a step line is 5 tokens instead of 8 and every row ~1/3 shorter, with
-#: the same problems, behaviours and length ratios (docs/history/2026-12-04-letter-world.md).
+#: How a value is written. Letters merge with the sign before them (``=d``, ``+f``): a step
+#: line is 5 tokens instead of 8, with the same problems, behaviours and length ratios.
 VALUE_SYMBOLS = {"digits": "0123456789", "letters": "abcdefghij"}
 
 _VALUE = r"(\d|[a-j])"
@@ -47,13 +38,7 @@ _STEP = re.compile(rf"[a-z]={_VALUE}[+\-*]{_VALUE}={_VALUE}")
 
 @dataclass(frozen=True)
 class TaskParams:
-    """Parameters of the task family (all have defaults; see ``validate`` for the ranges).
-
-    ``median_steps`` / ``sigma_steps``: the number of steps is
-    ``round(exp(N(log(median_steps), sigma_steps)))`` clipped to ``[min_steps, max_steps]``
-    for train/eval and drawn uniformly from ``[heldout_min_steps, heldout_max_steps]`` for the
-    held-out split (longer than anything seen in training).
-    """
+    """Parameters of the task family (ranges: ``validate``; how step counts are drawn: ``sample_n_steps``)."""
 
     modulus: int = 10
     median_steps: float = 3.0
@@ -74,47 +59,41 @@ class TaskParams:
         def fail(name: str, why: str) -> None:
             raise ValueError(f"task parameter {name!r}: {why} (got {getattr(self, name)!r})")
 
-        if (
-            not isinstance(self.operators, str)
-            or not self.operators
-            or any(c not in OPERATORS for c in self.operators)
-            or len(set(self.operators)) != len(self.operators)
-        ):
+        ops = self.operators
+        if not isinstance(ops, str) or not ops or any(c not in OPERATORS for c in ops) or len(set(ops)) != len(ops):
             fail("operators", f"must be a non-empty string of distinct characters from {''.join(OPERATORS)!r}")
         if self.values not in VALUE_SYMBOLS:
             fail("values", f"must be one of {sorted(VALUE_SYMBOLS)}")
-        for f in fields(self):
-            if f.name in ("operators", "values"):
-                continue
+        numbers = [f for f in fields(self) if f.name not in ("operators", "values")]
+        for f in numbers:
             v = getattr(self, f.name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
                 fail(f.name, "must be a finite number")
-        for f in fields(self):
+        for f in numbers:
             if f.type == "int" and int(getattr(self, f.name)) != getattr(self, f.name):
                 fail(f.name, "must be an integer")
-        if not 2 <= self.modulus <= 10:
-            fail("modulus", "must be in [2, 10] so that every value is one digit")
-        if self.min_steps < 1:
-            fail("min_steps", "must be >= 1")
-        if self.max_steps < self.min_steps:
-            fail("max_steps", "must be >= min_steps")
-        if self.median_steps <= 0:
-            fail("median_steps", "must be > 0")
-        if self.sigma_steps < 0:
-            fail("sigma_steps", "must be >= 0")
-        if self.heldout_min_steps <= self.max_steps:
-            fail("heldout_min_steps", "must be > max_steps (held-out problems are longer)")
-        if self.heldout_max_steps < self.heldout_min_steps:
-            fail("heldout_max_steps", "must be >= heldout_min_steps")
-        # One letter per variable: the start value, one per step, and one spare letter for a
-        # chain that stops late (the ``miscount`` behaviour).
-        if self.heldout_max_steps + 2 > len(string.ascii_lowercase):
-            fail("heldout_max_steps", f"must be <= {len(string.ascii_lowercase) - 2} (one letter per step)")
-        if self.n_train < 1:
-            fail("n_train", "must be >= 1")
-        for name in ("n_eval", "n_heldout"):
-            if getattr(self, name) < 0:
-                fail(name, "must be >= 0")
+        # One letter per variable: the start, one per step, and a spare for a chain that stops late.
+        cap = len(string.ascii_lowercase) - 2
+        rules = (
+            ("modulus", 2 <= self.modulus <= 10, "must be in [2, 10] so that every value is one digit"),
+            ("min_steps", self.min_steps >= 1, "must be >= 1"),
+            ("max_steps", self.max_steps >= self.min_steps, "must be >= min_steps"),
+            ("median_steps", self.median_steps > 0, "must be > 0"),
+            ("sigma_steps", self.sigma_steps >= 0, "must be >= 0"),
+            (
+                "heldout_min_steps",
+                self.heldout_min_steps > self.max_steps,
+                "must be > max_steps (held-out problems are longer)",
+            ),
+            ("heldout_max_steps", self.heldout_max_steps >= self.heldout_min_steps, "must be >= heldout_min_steps"),
+            ("heldout_max_steps", self.heldout_max_steps <= cap, f"must be <= {cap} (one letter per step)"),
+            ("n_train", self.n_train >= 1, "must be >= 1"),
+            ("n_eval", self.n_eval >= 0, "must be >= 0"),
+            ("n_heldout", self.n_heldout >= 0, "must be >= 0"),
+        )
+        for name, ok, why in rules:
+            if not ok:
+                fail(name, why)
         return self
 
     def to_dict(self) -> dict:
@@ -135,7 +114,7 @@ class Problem:
 
     @classmethod
     def from_prompt(cls, prompt: str, modulus: int = 10) -> Problem:
-        """Parse a prompt written by ``prompt`` back into the problem (ValueError if not one)."""
+        """Parse a prompt back into its problem (ValueError if it is not one)."""
         m = _PROMPT.match(prompt) if isinstance(prompt, str) else None
         if m is None:
             raise ValueError(f"not a tiny-task prompt: {prompt!r}")
@@ -157,16 +136,9 @@ class Problem:
         """The letter of the k-th variable (0 = the start)."""
         return chr(ord(self.start_letter) + k)
 
-    def chain_values(self, n: int | None = None) -> list[int]:
-        """The value of every variable up to step ``n`` (default: the target), start included."""
-        vals = [self.start_value]
-        for _ in range(self.n_steps if n is None else n):
-            vals.append(apply_op(vals[-1], self.op, self.operand, self.modulus))
-        return vals
-
     @property
     def answer(self) -> str:
-        return self.write(self.chain_values()[-1])
+        return self.write(_chain(self, self.n_steps, None)[1])
 
     @property
     def prompt(self) -> str:
@@ -180,24 +152,14 @@ class Problem:
         return render_completion(self)
 
     def record(self) -> dict:
-        """The JSONL row (contract: prompt, answer, solution, n_steps)."""
+        """The JSONL row (``REQUIRED_COLUMNS``)."""
         return {"prompt": self.prompt, "answer": self.answer, "solution": self.solution, "n_steps": self.n_steps}
 
 
 def apply_op(value: int, op: str, operand: int, modulus: int) -> int:
-    if op == "+":
-        return (value + operand) % modulus
-    if op == "-":
-        return (value - operand) % modulus
-    if op == "*":
-        return (value * operand) % modulus
-    raise ValueError(f"unknown operator {op!r}; expected one of {OPERATORS}")
-
-
-def step_line(problem: Problem, k: int, prev: int, value: int) -> str:
-    """The line of step ``k`` (1-based): ``e=7+4=1`` (letter, previous value, rule, value)."""
-    w = problem.write
-    return f"{problem.letter(k)}={w(prev)}{problem.op}{w(problem.operand)}={w(value)}"
+    if op not in _APPLY:
+        raise ValueError(f"unknown operator {op!r}; expected one of {OPERATORS}")
+    return _APPLY[op](value, operand) % modulus
 
 
 def render_completion(
@@ -207,15 +169,12 @@ def render_completion(
     checks: int = 0,
     check_slips: tuple[tuple[int, int] | None, ...] = (),
 ) -> str:
-    """A completion of ``problem`` in one of the warm start's behaviours.
+    """A completion of ``problem`` in one of the warm start's behaviours (defaults: the reference).
 
-    ``stop_shift``: stop that many letters after (> 0) or before (< 0) the target
-    (``miscount``). ``slip``: ``(step, offset)``: the value written at ``step`` (1-based) is
-    off by ``offset`` and later steps carry the error on. ``checks``: append that many
-    re-derivations from the start to the target letter, each opened by a ``CHECK_LINE`` line
-    and the prompt line, and box the last one's result (so a check repairs a slip or a
-    miscount of the pass before). ``check_slips``: per check, ``None`` or a slip of that
-    pass. Defaults give the reference solution.
+    ``stop_shift``: stop that many letters after (> 0) or before (< 0) the target. ``slip``:
+    ``(step, offset)``, the value at ``step`` (1-based) is off by ``offset``, carried on.
+    ``checks``: that many re-derivations, each boxing its result over the pass before.
+    ``check_slips``: per check, ``None`` or a slip of that pass.
     """
     n = problem.n_steps + stop_shift
     if n < 1:
@@ -233,27 +192,27 @@ def render_completion(
 
 
 def _chain(problem: Problem, n: int, slip: tuple[int, int] | None) -> tuple[list[str], int]:
-    """The step lines from the start value to letter ``n``, with ``slip`` carried on, and the
-    last value."""
+    """The step lines (``e=7+4=1``) up to letter ``n``, with ``slip`` carried on, and the last value."""
     if slip is not None and not 1 <= slip[0] <= n:
         raise ValueError(f"slip step {slip[0]} is outside the {n} written steps")
     if slip is not None and slip[1] % problem.modulus == 0:
         raise ValueError(f"slip offset {slip[1]} does not change a value mod {problem.modulus}")
+    w = problem.write
     lines, value = [], problem.start_value
     for k in range(1, n + 1):
         new = apply_op(value, problem.op, problem.operand, problem.modulus)
         if slip is not None and k == slip[0]:
             new = (new + slip[1]) % problem.modulus
-        lines.append(step_line(problem, k, value, new))
+        lines.append(f"{problem.letter(k)}={w(value)}{problem.op}{w(problem.operand)}={w(new)}")
         value = new
     return lines, value
 
 
 def behaviour_of(completion: str, problem: Problem) -> str:
-    """Classify a completion (e.g. a sampled one) into ``BEHAVIOURS``, or ``"other"``.
+    """Classify a completion into ``BEHAVIOURS``, or ``"other"``.
 
-    ``check`` wins over the others; ``miscount`` means the first pass stops at another
-    letter than the target; ``slip`` means it stops at the target with a wrong value.
+    ``check`` wins; ``miscount``: the first pass stops at another letter than the target;
+    ``slip``: it stops at the target with a wrong value.
     """
     if not isinstance(completion, str):
         return "other"
@@ -270,42 +229,27 @@ def behaviour_of(completion: str, problem: Problem) -> str:
 
 
 def sample_n_steps(rng: random.Random, params: TaskParams, split: str) -> int:
-    """Number of steps: clipped log-normal (train/eval) or uniform longer range (heldout)."""
+    """``round(exp(N(log(median_steps), sigma_steps)))`` clipped to ``[min_steps, max_steps]``
+    (train/eval), or uniform in ``[heldout_min_steps, heldout_max_steps]`` (heldout)."""
     if split == "heldout":
         return rng.randint(params.heldout_min_steps, params.heldout_max_steps)
     n = round(math.exp(rng.gauss(math.log(params.median_steps), params.sigma_steps)))
     return min(max(n, params.min_steps), params.max_steps)
 
 
-def sample_problem(
-    rng: random.Random, n_steps: int, modulus: int, operators: str = "".join(OPERATORS), values: str = "digits"
-) -> Problem:
-    n_letters = len(string.ascii_lowercase)
-    if not 1 <= n_steps <= n_letters - 2:
-        raise ValueError(f"n_steps must be in [1, {n_letters - 2}], got {n_steps}")
+def sample_problem(rng: random.Random, n_steps: int, params: TaskParams) -> Problem:
     # Leave one letter after the target for a chain that stops late.
-    start = rng.randrange(0, n_letters - n_steps - 1)
-    op = rng.choice(operators)
-    # Operand 0 (and *1) would make every step trivial; keep the rule informative.
+    start = rng.randrange(0, len(string.ascii_lowercase) - n_steps - 1)
+    op = rng.choice(params.operators)
+    # Operand 0 (and *1) would make every step trivial.
     lo = 2 if op == "*" else 1
+    modulus = params.modulus
     operand = rng.randint(lo, modulus - 1) if modulus - 1 >= lo else 1
-    return Problem(
-        start_letter=string.ascii_lowercase[start],
-        start_value=rng.randrange(modulus),
-        op=op,
-        operand=operand,
-        n_steps=n_steps,
-        modulus=modulus,
-        values=values,
-    )
+    return Problem(string.ascii_lowercase[start], rng.randrange(modulus), op, operand, n_steps, modulus, params.values)
 
 
 def generate_splits(params: TaskParams, seed: int) -> dict[str, list[dict]]:
-    """Generate all splits deterministically from ``seed``.
-
-    Prompts are unique across train and eval (eval is held out from train), and heldout
-    prompts cannot collide with either because they have more steps.
-    """
+    """All splits, deterministically from ``seed``; prompts are unique across splits."""
     params.validate()
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ValueError(f"seed must be an integer, got {seed!r}")
@@ -323,16 +267,13 @@ def generate_splits(params: TaskParams, seed: int) -> dict[str, list[dict]]:
                     f"could not draw {sizes[split]} distinct {split!r} problems; "
                     "increase max_steps or reduce n_train/n_eval"
                 )
-            p = sample_problem(rng, sample_n_steps(rng, params, split), params.modulus, params.operators, params.values)
+            p = sample_problem(rng, sample_n_steps(rng, params, split), params)
             if p.prompt in seen:
                 continue
             seen.add(p.prompt)
             rows.append(p.record())
         out[split] = rows
     return out
-
-
-REQUIRED_COLUMNS = ("prompt", "answer", "solution", "n_steps")
 
 
 def write_splits(out_dir: Path, params: TaskParams, seed: int) -> dict[str, int]:

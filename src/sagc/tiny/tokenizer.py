@@ -1,16 +1,8 @@
-"""An offline byte-level BPE tokenizer trained on the tiny task's text.
+"""An offline byte-level BPE tokenizer trained on the tiny task's text, with Qwen2's pre-tokenization.
 
-Pre-tokenization is Qwen2's (digits split one per token, so arithmetic is aligned and
-lengths are predictable: about 8 tokens per solution step, 5 with letter values, which merge with
-the sign before them). Special tokens: ``<|endoftext|>`` (eos,
-ends every completion), ``<|pad|>`` (pad), ``<|im_start|>`` / ``<|im_end|>`` (ChatML, so
-TRL's conversational paths and ``apply_chat_template`` work). No bos is added.
-
-Pitfall (docs/library-notes.md): ``AutoTokenizer`` on a ``model_type=qwen2`` folder may swap in a
-``Qwen2Tokenizer`` with a different pre-tokenizer. ``load_tokenizer`` always builds a
-``PreTrainedTokenizerFast`` from ``tokenizer.json``, and ``save_tokenizer`` writes
-``tokenizer_class: PreTrainedTokenizerFast`` so that ``AutoTokenizer`` (lm-eval's HF backend)
-gets the same token ids; ``tests/tiny`` checks both.
+Special tokens: ``<|endoftext|>`` (eos, ends every completion), ``<|pad|>``, ``<|im_start|>`` /
+``<|im_end|>`` (ChatML, for TRL's conversational paths); no bos. Load it with ``load_tokenizer``
+(src/sagc/tiny/README.md, "Tokenizer pitfall").
 """
 
 from __future__ import annotations
@@ -41,7 +33,6 @@ CHAT_TEMPLATE = (
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
 )
 
-
 #: Qwen2's pre-tokenization regex (transformers.models.qwen2.tokenization_qwen2).
 PRETOKENIZE_REGEX = (
     r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|"""
@@ -55,9 +46,8 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = DEFAULT_VOCAB_SIZE) 
         # 256 byte symbols + specials must fit, with some room for merges.
         raise ValueError(f"vocab_size must be an integer >= 300, got {vocab_size!r}")
     tok = Tokenizer(models.BPE(unk_token=None))
-    # Exactly Qwen2's normalizer and pre-tokenizer: AutoTokenizer forces Qwen2Tokenizer on a
-    # qwen2 model folder and rebuilds them from its own code, so matching them keeps the ids
-    # identical to ``load_tokenizer``'s. Its regex splits numbers one digit per token.
+    # Exactly Qwen2's normalizer and pre-tokenizer, so that AutoTokenizer's Qwen2Tokenizer on a
+    # qwen2 model folder gives ``load_tokenizer``'s ids.
     tok.normalizer = normalizers.NFC()
     tok.pre_tokenizer = pre_tokenizers.Sequence(
         [
@@ -77,7 +67,7 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = DEFAULT_VOCAB_SIZE) 
 
 
 def wrap_tokenizer(tok: Tokenizer) -> PreTrainedTokenizerFast:
-    from transformers import PreTrainedTokenizerFast  # heavy import, only when needed
+    from transformers import PreTrainedTokenizerFast
 
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tok,
@@ -91,7 +81,8 @@ def wrap_tokenizer(tok: Tokenizer) -> PreTrainedTokenizerFast:
 
 
 def save_tokenizer(tokenizer, out_dir: Path) -> Path:
-    """``save_pretrained`` plus ``tokenizer_class: PreTrainedTokenizerFast`` in the config."""
+    """``save_pretrained`` plus ``tokenizer_class: PreTrainedTokenizerFast`` in the config, so that
+    ``AutoTokenizer`` (lm-eval's HF backend) gets the same token ids."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     tokenizer.save_pretrained(out_dir)

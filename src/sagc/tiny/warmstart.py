@@ -1,11 +1,6 @@
-"""Warm start: a short supervised fine-tune on a mixture of solution behaviours.
+"""Warm start: a short, fully seeded supervised fine-tune on a mixture of solution behaviours.
 
-A randomly initialised model never answers, so RL would have no signal: a short SFT brings
-the base model to a partial accuracy, with behaviours of different lengths and accuracies
-(``draw_behaviour``, shares in ``WarmStartParams``) that RL can select between. A plain,
-fully seeded PyTorch loop (a minute of CPU); the loss is on completion tokens only.
-
-The behaviours' shares and how they are sized: src/sagc/tiny/README.md, "The warm start".
+Shares of the behaviours and why: src/sagc/tiny/README.md, "The warm start".
 """
 
 from __future__ import annotations
@@ -16,6 +11,9 @@ import time
 from dataclasses import asdict, dataclass
 
 from sagc.tiny.task import CHECK_LINE, Problem, render_completion
+
+#: Shares and chances of the behaviour mix, each in [0, 1).
+_FRACTIONS = "miscount_frac slip_frac check_frac check_continue lesson_frac lesson_slip_frac check_slip_frac".split()
 
 
 @dataclass(frozen=True)
@@ -53,15 +51,7 @@ class WarmStartParams:
             raise ValueError(f"warm-start parameter 'weight_decay' must be >= 0, got {self.weight_decay!r}")
         if self.max_checks < 1:
             raise ValueError(f"warm-start parameter 'max_checks' must be >= 1, got {self.max_checks}")
-        for name in (
-            "miscount_frac",
-            "slip_frac",
-            "check_frac",
-            "check_continue",
-            "lesson_frac",
-            "lesson_slip_frac",
-            "check_slip_frac",
-        ):
+        for name in _FRACTIONS:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= v < 1.0:
                 raise ValueError(f"warm-start parameter {name!r} must be in [0, 1), got {v!r}")
@@ -76,9 +66,7 @@ def draw_behaviour(
 ) -> tuple[str, dict]:
     """One SFT target for ``problem`` and the behaviour flags it was drawn with.
 
-    The three draws are independent: a check can follow a slip or a miscount (and repair
-    it). A ``lesson`` always checks, after a first pass that slipped with probability
-    ``lesson_slip_frac``.
+    The draws are independent (a check can repair a slip or a miscount); a ``lesson`` always checks.
     """
     flags = {
         "miscount": rng.random() < params.miscount_frac,
@@ -90,11 +78,9 @@ def draw_behaviour(
         shift = -1 if problem.n_steps > 1 and rng.random() < 0.5 else 1
     n = problem.n_steps + shift
     slip = (rng.randint(1, n), rng.randint(1, problem.modulus - 1)) if flags["slip"] else None
-    checks = 0
-    if flags["check"]:
-        checks = 1
-        while checks < params.max_checks and rng.random() < params.check_continue:
-            checks += 1
+    checks = int(flags["check"])
+    while 0 < checks < params.max_checks and rng.random() < params.check_continue:
+        checks += 1
     check_slips = ()
     if checks and params.check_slip_frac:  # no draw at 0: the default world's stream is unchanged
         check_slips = tuple(
@@ -107,9 +93,10 @@ def draw_behaviour(
 
 
 def _encode(tokenizer, prompt: str, target: str, max_length: int, lesson: bool = False) -> tuple[list[int], int]:
-    """Token ids of prompt + target + eos (truncated) and the number of context tokens (no
-    loss). A lesson's context runs to its first ``CHECK_LINE`` word included: the model learns
-    how to check without learning to start checks more often than ``check_frac``."""
+    """Token ids of prompt + target + eos (truncated) and the number of context tokens (no loss).
+
+    A lesson's context runs to its first ``CHECK_LINE`` included: it teaches how to check, not when.
+    """
     if lesson:
         cut = target.index(CHECK_LINE) + len(CHECK_LINE)
         prompt, target = prompt + target[:cut], target[cut:]
@@ -124,14 +111,11 @@ def _batch(examples: list[tuple[list[int], int]], pad_id: int) -> dict:
     import torch
 
     width = max(len(ids) for ids, _ in examples)
-    input_ids = torch.full((len(examples), width), pad_id, dtype=torch.long)
-    attention = torch.zeros((len(examples), width), dtype=torch.long)
-    labels = torch.full((len(examples), width), -100, dtype=torch.long)
-    for i, (ids, n_prompt) in enumerate(examples):
-        input_ids[i, : len(ids)] = torch.tensor(ids)
-        attention[i, : len(ids)] = 1
-        labels[i, n_prompt : len(ids)] = torch.tensor(ids[n_prompt:])
-    return {"input_ids": input_ids, "attention_mask": attention, "labels": labels}
+    return {
+        "input_ids": torch.tensor([ids + [pad_id] * (width - len(ids)) for ids, _ in examples]),
+        "attention_mask": torch.tensor([[1] * len(ids) + [0] * (width - len(ids)) for ids, _ in examples]),
+        "labels": torch.tensor([[-100] * n + ids[n:] + [-100] * (width - len(ids)) for ids, n in examples]),
+    }
 
 
 def warm_start(
@@ -143,8 +127,8 @@ def warm_start(
     log_every: int = 0,
     modulus: int = 10,
 ) -> dict:
-    """Fine-tune ``model`` in place on ``rows`` (train split, of a task with ``modulus``);
-    return a small report (with the number of SFT examples of each behaviour)."""
+    """Fine-tune ``model`` in place on ``rows`` (train split of a task with ``modulus``); return a
+    report with the number of SFT examples of each behaviour. The loss is on completion tokens only."""
     import torch
 
     params = (params or WarmStartParams()).validate()

@@ -1,9 +1,4 @@
-"""The SAGC-enabled TRL trainer and the training-cell entry point.
-
-- ``sagc.train.config``: the cell schema (``TrainConfig.from_dict``, ``load_config``);
-- ``sagc.train.presets``: GRPO / DAPO presets, step layout, ``GRPOConfig`` kwargs;
-- ``sagc.train.trainer``: ``SAGCGRPOTrainer`` (a ``trl.GRPOTrainer`` subclass);
-- ``sagc.train.run``: ``run_cell`` and ``python -m sagc.train --config CELL.json``.
+"""The SAGC-enabled TRL trainer and the training-cell entry point (docs/trainer.md).
 
 Importing this package is cheap; TRL is imported on first use of the trainer names.
 """

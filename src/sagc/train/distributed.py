@@ -1,9 +1,4 @@
-"""One synchronous step across several processes: what every rank must agree on.
-
-A cell on N processes still trains *one* step of P prompts x G rollouts: every rank picks
-the same G, holds its contiguous share of the one-process rows, and sees the gathered
-lengths, times and rewards, so the controller and the statistics see what one process
-would. With one process every function here returns its input.
+"""One synchronous step across several processes; with one process every function returns its input.
 
 Each agreement and why it is needed: docs/cluster.md, "One step across several processes".
 """
@@ -104,9 +99,7 @@ def _device() -> torch.device:
 
 
 def gather_scored(scored: dict, pad_token_id: int) -> dict:
-    """Every rank's scored rows (TRL's ``_generate_and_score_completions`` output) in one
-    batch, in rank order: token tensors padded to the widest rank as TRL pads them (prompts
-    on the left). ``num_items_in_batch`` is already a global count (TRL gathers it)."""
+    """Every rank's scored rows in one batch, in rank order, padded to the widest rank as TRL pads."""
     if world()[1] == 1:
         return scored
     from accelerate.utils import gather, pad_across_processes

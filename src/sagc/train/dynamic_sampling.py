@@ -1,10 +1,6 @@
 """DAPO's dynamic sampling on top of TRL's scored batches (TRL has none).
 
-A prompt group whose rollouts are all right or all wrong teaches nothing: such groups are
-dropped (judged by the correctness reward alone) and the batch is refilled with fresh
-prompts, each round a full call of TRL's ``_generate_and_score_completions``, the kept
-groups merged into one batch of exactly P x G rows. Rules, caps and why merging is exact:
-docs/trainer.md ("Inside the trainer", dynamic sampling).
+Rules, caps and why merging is exact: docs/trainer.md ("Inside the trainer", dynamic sampling).
 """
 
 from __future__ import annotations
@@ -16,7 +12,7 @@ import torch
 
 from sagc.rewards import correctness_reward
 
-#: The reward function DAPO's filter reads, by the name TRL gives it (the callable's name).
+#: The reward function DAPO's filter reads, by the name TRL gives it.
 FILTER_REWARD = correctness_reward.__name__
 
 #: Per-row tensors of TRL's scored batch, and how to pad them to a common width.
@@ -55,8 +51,7 @@ def informative_groups(rewards: torch.Tensor, group_size: int, atol: float = 1e-
 
 
 def filter_disagreement(total: torch.Tensor, correct: torch.Tensor, group_size: int) -> int:
-    """Groups kept by one criterion and dropped by the other: informative by the total reward
-    but not by correctness, or the reverse."""
+    """Groups kept by one criterion (total reward, correctness) and dropped by the other."""
     return int((informative_groups(total, group_size) != informative_groups(correct, group_size)).sum())
 
 
@@ -68,12 +63,8 @@ def _pad_to(t: torch.Tensor, width: int, value, left: bool) -> torch.Tensor:
 
 
 def merge_scored(parts: Sequence[tuple[dict, torch.Tensor]], pad_token_id: int) -> dict:
-    """Concatenate the selected rows of several scored batches into one.
-
-    ``parts``: ``(scored_batch, row_index)`` pairs. Token tensors are re-padded to the widest
-    part (prompts on the left, completions on the right, as TRL pads them);
-    ``num_items_in_batch`` is recomputed from the merged loss mask.
-    """
+    """Concatenate the selected rows of ``(scored_batch, row_index)`` pairs into one batch,
+    re-padded as TRL pads, ``num_items_in_batch`` recomputed from the merged loss mask."""
     if not parts:
         raise ValueError("merge_scored needs at least one part")
     keys = set(parts[0][0])
@@ -102,7 +93,7 @@ def merge_scored(parts: Sequence[tuple[dict, torch.Tensor]], pad_token_id: int) 
     return merged
 
 
-#: One generation round: its scored rows (every rank's), their total and correctness rewards.
+#: One generation round: its scored rows, their total and correctness rewards.
 Round = tuple[dict, torch.Tensor, torch.Tensor]
 
 
@@ -127,11 +118,9 @@ def keep_informative(
     refill: Callable[[int], Round],
     pad_token_id: int,
 ) -> Selection:
-    """Keep the informative groups of ``first`` and of refill rounds (``refill(n)`` scores
-    ``n`` fresh prompts, ``n`` a multiple of ``refill_unit``) until ``prompts`` groups are
-    kept or ``max_rounds`` refills ran; then complete the batch with dropped groups, most
-    recent rounds first, their advantages zeroed: a group of equal accuracy may still differ
-    in its format or overlong terms, and it was dropped for teaching nothing."""
+    """Keep the informative groups of ``first`` and of refill rounds (``refill(n)`` scores ``n``
+    fresh prompts) until ``prompts`` groups are kept or ``max_rounds`` refills ran; then
+    complete the batch with dropped groups, most recent first, their advantages zeroed."""
     g, p = group_size, prompts
     whole, rewards, correct = first
     keep = informative_groups(correct, g)
@@ -168,6 +157,6 @@ def keep_informative(
 
 
 def _group_rows(group_mask: torch.Tensor, g: int) -> torch.Tensor:
-    """Row indices of the groups selected by ``group_mask`` (groups are G contiguous rows)."""
+    """Row indices of the groups selected by ``group_mask``."""
     groups = torch.nonzero(group_mask, as_tuple=False).flatten()
     return (groups.unsqueeze(1) * g + torch.arange(g)).flatten()

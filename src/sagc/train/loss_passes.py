@@ -1,11 +1,6 @@
 """A micro-batch's loss in passes of a fixed number of rows (``train.micro_batch_rows``).
 
-TRL splits a step into a fixed number of micro-batches, so a micro-batch grows with G. The
-trainer runs one larger than ``micro_batch_rows`` as passes of that many rows, so every step
-trains in passes of one size, the size the memory plan was made for. Each pass's loss is
-weighted as its share of the micro-batch's loss and back-propagated in turn, so the
-accumulated gradient is the whole micro-batch's; the cross-rank reduction waits for the last
-pass (``held_gradient_sync``).
+Why: docs/trainer.md, "Inside the trainer" (loss passes of a fixed size).
 """
 
 from __future__ import annotations
@@ -16,8 +11,7 @@ from typing import Any
 
 import torch
 
-#: TRL's loss types by how a micro-batch's loss is normalised: a mean over its rows, a mean
-#: over its completion tokens, or a sum over a normaliser of the whole generation batch.
+#: TRL's loss types by normalisation: over the micro-batch's rows, its tokens, or the whole batch.
 ROW_MEAN_LOSSES = ("grpo", "sapo", "dr_grpo", "luspo")
 TOKEN_MEAN_LOSSES = ("bnpo",)
 GLOBAL_LOSSES = ("dapo", "cispo", "vespo")
@@ -51,12 +45,9 @@ def pass_inputs(inputs: dict, part: slice, rows: int) -> dict:
 
 @contextlib.contextmanager
 def held_gradient_sync(accelerator, model):
-    """Hold back the cross-rank gradient reduction of a loss pass that is not its micro-step's
-    last. On a micro-step that does not end an accumulation (``sync_gradients`` false) the
-    Trainer already holds it with its own ``no_sync``, and nesting another would undo that:
-    accelerate's ``no_sync`` under FSDP2 sets gradient sync back to on at exit instead of
-    restoring it, so the micro-step's last pass would reduce. Only on the micro-step that
-    ends the accumulation (the Trainer's context is then empty) is ``no_sync`` entered here."""
+    """Hold back the gradient reduction of a pass that is not its micro-step's last. Only when
+    the Trainer does not hold it already: a nested ``no_sync`` under FSDP2 turns sync back on
+    at exit instead of restoring it."""
     if not accelerator.sync_gradients:
         yield
         return
@@ -67,10 +58,9 @@ def held_gradient_sync(accelerator, model):
 def loss_in_passes(
     inputs: dict, cap: int, loss_type: str, loss_of: Callable[[dict], torch.Tensor], accelerator: Any, model: Any
 ) -> torch.Tensor:
-    """The micro-batch's loss from passes of at most ``cap`` rows (``loss_of`` one pass's):
-    every pass but the last is weighted and back-propagated here, sync held; the last one's
-    weighted loss is returned, plus the earlier ones' values (detached), for the caller to
-    back-propagate as it would the whole micro-batch's."""
+    """The micro-batch's loss from passes of at most ``cap`` rows: every pass but the last is
+    weighted and back-propagated here; the last one's weighted loss is returned, plus the
+    earlier ones' values (detached)."""
     rows = int(inputs["completion_ids"].shape[0])
     passes = pass_slices(rows, cap)
     weights = pass_weights(loss_type, inputs, passes)

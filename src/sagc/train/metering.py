@@ -1,16 +1,6 @@
-"""What a training step measures of itself, into its ``StepInProgress`` (``sagc.train.records``).
+"""What a training step measures of itself (lengths, costs, times) into its ``StepInProgress``.
 
-* **Lengths and costs.** Every generate call's rows (every rank's, in their global order):
-  completion lengths grouped by prompt, for the group sizer; truncation (a row that does not
-  end at a stop token ran to the cap: a straggler); the call's shape (``GenerateCall``), from
-  which the step's machine-independent costs are summed. ``completion_mask`` is not used for
-  lengths: with ``mask_truncated_completions`` it is zero for exactly the truncated rows.
-* **Times of a synchronous step.** A generation round's parts (the vLLM weight push, sleep
-  mode's wake and sleep, generation, the wait for the other ranks, the CPU work around them)
-  are taken inside the call (``CallTimes``); per round the slowest rank's are added to the
-  step's. The step's wall time runs from its first micro-step to its last update
-  (``StepClock``), the slowest rank's; CPU time is summed over the ranks, since it does not
-  grow when other jobs time-slice the same cores.
+Why each measurement is taken as it is: docs/trainer.md, "Inside the trainer".
 """
 
 from __future__ import annotations
@@ -29,16 +19,15 @@ from sagc.train.records import GenerateCall, StepInProgress, StepResult
 def completion_rows(
     prompt_ids: Sequence[Sequence[int]], completion_ids: Sequence[Sequence[int]], stop_ids: set[int]
 ) -> list[tuple[int, int, bool]]:
-    """``(prompt length, completion length, truncated)`` of each row: truncated when it has
-    tokens and its last is none of ``stop_ids`` (EOS, the stop tokens, padding)."""
+    """``(prompt length, completion length, truncated)`` of each row: truncated when its last
+    token is none of ``stop_ids``."""
     return [
         (len(p), len(c), bool(c) and c[-1] not in stop_ids) for p, c in zip(prompt_ids, completion_ids, strict=True)
     ]
 
 
 def record_call(cur: StepInProgress, rows: Sequence[tuple[int, int, bool]], group_size: int) -> None:
-    """Add one generate call's rows (``completion_rows`` of every rank, in global order) to
-    the step: their lengths in groups of ``group_size``, their truncation, the call."""
+    """Add one generate call's rows (every rank's, in global order) to the step."""
     lengths = [r[1] for r in rows]
     if len(lengths) % group_size:
         raise RuntimeError(f"{len(lengths)} completions do not form groups of G={group_size}")
@@ -49,8 +38,7 @@ def record_call(cur: StepInProgress, rows: Sequence[tuple[int, int, bool]], grou
 
 @dataclass
 class CallTimes:
-    """The seconds of one generate call's parts, set inside it: the weight push to vLLM,
-    generation alone, sleep mode's wake and sleep, the wait for the other ranks."""
+    """The seconds of one generate call's parts, set inside it."""
 
     sync: float = 0.0
     gen: float = 0.0
@@ -58,9 +46,8 @@ class CallTimes:
     wait: float = 0.0
 
     def add_to(self, cur: StepInProgress, total: float, sleep_mode: bool) -> None:
-        """Add the round's times to the step's: each part the slowest rank's, and the rest of
-        the call's ``total`` seconds (tokenizing, stop trimming, decoding) as post-processing.
-        ``sleep_mode``: the engine sleeps between calls, so the step reports its wake time."""
+        """Add the round's times to the step's, each part the slowest rank's; the rest of the
+        call's ``total`` seconds is post-processing."""
         post = total - self.gen - self.sync - self.wake - self.wait
         gen, sync, post, wait, wake = distributed.slowest(self.gen, self.sync, post, self.wait, self.wake)
         cur.gen_seconds += gen
@@ -72,26 +59,20 @@ class CallTimes:
 
 
 def train_padded_tokens(scored: dict, rollouts: int, num_iterations: int) -> int:
-    """Tokens of the padded tensors TRL trains on, ``num_iterations`` times: the step's
-    rollouts at the widest rank's prompt and completion widths."""
+    """Tokens of the padded tensors TRL trains on, ``num_iterations`` times."""
     widths = distributed.slowest(scored["prompt_ids"].shape[1], scored["completion_ids"].shape[1])
     return rollouts * int(sum(widths)) * num_iterations
 
 
 def update_means(metrics: dict[str, list]) -> dict[str, float]:
-    """TRL's metric buffers of one update, each the mean of its finite numbers (a metric with
-    none is left out)."""
-    snap = {}
-    for k, v in metrics.items():
-        vals = [x for x in v if isinstance(x, (int, float)) and not math.isnan(x)]
-        if vals:
-            snap[k] = float(np.mean(vals))
-    return snap
+    """TRL's metric buffers of one update, each the mean of its finite numbers (if any)."""
+    finite = {k: [x for x in v if isinstance(x, (int, float)) and not math.isnan(x)] for k, v in metrics.items()}
+    return {k: float(np.mean(vals)) for k, vals in finite.items() if vals}
 
 
 class StepClock:
-    """A step's wall and CPU seconds, from its first micro-step (``start``) to the end of its
-    last update (``stop``), and the run's totals (restored on resume)."""
+    """A step's wall and CPU seconds, from its first micro-step to its last update, and the
+    run's totals."""
 
     def __init__(self) -> None:
         self.wallclock_s = 0.0
@@ -100,13 +81,13 @@ class StepClock:
         self._cpu0: float | None = None
 
     def start(self) -> None:
-        """Start the step's clocks, unless they run already (a later micro-step of the step)."""
+        """Start the step's clocks, unless they run already."""
         if self._t0 is None:
             self._t0 = time.perf_counter()
             self._cpu0 = time.process_time()
 
     def stop(self) -> tuple[float, float]:
-        """The step's ``(wall, CPU)`` seconds, added to the totals; the clocks are reset."""
+        """The step's ``(wall, CPU)`` seconds, added to the totals."""
         if self._t0 is None:
             raise RuntimeError("StepClock.stop without start: no step is running")
         (step_s,) = distributed.slowest(time.perf_counter() - self._t0)
@@ -118,8 +99,7 @@ class StepClock:
 
 
 def finish_step(cur: StepInProgress, clock: StepClock, *, dynamic_sampling: bool) -> StepResult:
-    """The finished step's record: its times from ``clock``, its updates' losses the mean of
-    the ranks' (each rank's loss is its rows' share of the step's)."""
+    """The finished step's record; its updates' losses are the mean of the ranks'."""
     step_s, cpu_s = clock.stop()
     n = distributed.world()[1]
     cur.update_losses = [x / n for x in distributed.total(*cur.update_losses)]

@@ -1,11 +1,4 @@
-"""Weight precision under bf16: what the model is loaded as and which optimizer updates it.
-
-At the paper's learning rate an AdamW update is below half a bf16 ulp of a typical weight,
-so weights stored in plain bf16 barely move. ``device.master_weights`` picks one of two
-setups that avoid it: ``fp32`` master weights under bf16 autocast, or bf16 weights with
-``CompensatedAdamW`` (Kahan summation). Why, and what each costs: docs/trainer.md
-("Weight precision under bf16").
-"""
+"""The optimizer of bf16 weights (``device.master_weights``): docs/trainer.md, "Weight precision under bf16"."""
 
 from __future__ import annotations
 
@@ -15,9 +8,8 @@ import torch
 
 
 def optimizer_cls_and_kwargs(device: Any, args: Any) -> tuple[type, dict] | None:
-    """``Trainer.optimizer_cls_and_kwargs`` for the setup, or None for the Trainer's own AdamW
-    (fp32 master weights). ``args``: the ``TrainingArguments`` (learning rate, betas, eps,
-    weight decay are taken from it, so both setups share the hyper-parameters)."""
+    """``Trainer.optimizer_cls_and_kwargs`` for the setup (hyper-parameters from the
+    ``TrainingArguments``), or None for the Trainer's own AdamW."""
     if device.weights_dtype == "float32":
         return None
     return CompensatedAdamW, dict(
@@ -29,14 +21,9 @@ def optimizer_cls_and_kwargs(device: Any, args: Any) -> tuple[type, dict] | None
 
 
 class CompensatedAdamW(torch.optim.Optimizer):
-    """AdamW for low-precision weights with Kahan-compensated updates.
-
-    The moments are kept in fp32. For a weight ``w`` stored in bf16, the step computes the
-    fp32 update ``u``, adds the compensation ``c`` (what earlier steps could not apply),
-    rounds ``w + u + c`` to bf16 and keeps the rounding error as the new ``c`` (stored in the
-    weight's dtype, as optimi and Zamirai et al., "Revisiting BFloat16 Training", do).
-    For fp32 weights it is plain AdamW (the compensation stays zero).
-    """
+    """AdamW with fp32 moments and Kahan-compensated updates: ``w + u + c`` is rounded to the
+    weight's dtype and the rounding error kept as the next ``c`` (stored in that dtype, as
+    optimi does). For fp32 weights it is plain AdamW."""
 
     def __init__(
         self,

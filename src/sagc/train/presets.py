@@ -1,15 +1,10 @@
-"""Algorithm presets (GRPO, DAPO) and the TRL ``GRPOConfig`` keyword arguments of a cell.
-
-Every preset value is a default that a cell may override under ``algorithm.<key>``; the
-step shape (``step_shapes``) is refused unless every split divides for every G the cell can
-use, because TRL would otherwise drop rows silently.
-
-The presets' values with their sources, and the step shape: docs/trainer.md, "Algorithm
-presets and the step shape".
+"""Algorithm presets (GRPO, DAPO), the step shape and the TRL ``GRPOConfig`` keyword arguments
+of a cell. The values with their sources: docs/trainer.md, "Algorithm presets and the step shape".
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, ClassVar
 
 from sagc.config_models import Section
@@ -28,7 +23,7 @@ DAPO_PRESET: dict[str, Any] = dict(
 
 PRESETS = {"grpo": GRPO_PRESET, "dapo": DAPO_PRESET}
 
-#: Fraction of max_completion_length used as DAPO's soft-punishment buffer when unset.
+#: DAPO's soft-punishment buffer when unset, as a fraction of max_completion_length.
 OVERLONG_BUFFER_FRACTION = 0.2
 
 
@@ -53,9 +48,6 @@ class AlgorithmSettings(Section):
     @property
     def uses_overlong_punishment(self) -> bool:
         return self.overlong_weight > 0 and self.overlong_buffer is not None
-
-    def to_dict(self) -> dict:
-        return self.model_dump()
 
 
 def resolve_algorithm(section: Any, max_completion_length: int) -> AlgorithmSettings:
@@ -86,7 +78,7 @@ def resolve_algorithm(section: Any, max_completion_length: int) -> AlgorithmSett
 
 
 class StepShape(Section):
-    """How a step at group size G is laid out (see the module docstring)."""
+    """How a step at group size G is laid out."""
 
     group_size: int
     prompts: int
@@ -113,13 +105,25 @@ class StepShapes(Section):
         return max(s.micro_batch for s in self.shapes.values())
 
 
-def lay_out(
-    group_sizes, prompts_per_step: int | None, rollout_budget: int | None, splits: int, split_name: str
-) -> dict[int, StepShape]:
-    """The step at every G: P fixed, or P = budget / G; its rollouts split into ``splits``
-    equal micro-batches (TRL's ``split_tensor_dict`` would silently drop a remainder).
-    ``ValueError`` naming the ``train`` settings when a budget or a split does not divide.
-    The one statement of the rule (``step_shapes`` calls it)."""
+def step_shapes(
+    algo: AlgorithmSettings,
+    group_sizes: tuple[int, ...],
+    *,
+    prompts_per_step: int | None,
+    rollout_budget: int | None,
+    gradient_accumulation_steps: int,
+    processes: int = 1,
+    micro_batch_rows: int | None = None,
+) -> StepShapes:
+    """The step at every G: P fixed, or P = budget / G, its rollouts split into
+    ``processes x steps_per_generation`` equal micro-batches; ``ValueError`` naming the
+    settings when a budget or a split does not divide (TRL would drop a remainder)."""
+    ga = gradient_accumulation_steps
+    spg = algo.minibatches * ga
+    split_name = f"algorithm.minibatches x train.gradient_accumulation_steps = {algo.minibatches} x {ga} = {spg}"
+    if processes > 1:
+        split_name = f"launch processes x {split_name} = {processes} x {spg} = {processes * spg}"
+    splits = spg * processes
     shapes = {}
     for g in sorted(group_sizes):
         if rollout_budget is not None:
@@ -139,61 +143,25 @@ def lay_out(
                 f"/ train.rollout_budget or the split"
             )
         shapes[g] = StepShape(group_size=g, prompts=prompts, rollouts=rollouts, micro_batch=rollouts // splits)
-    return shapes
-
-
-def updates_per_rollout(steps_per_generation: int, gradient_accumulation_steps: int, num_iterations: int) -> int:
-    """Optimizer updates per rollout step: the step's micro-batches in groups of
-    ``gradient_accumulation_steps`` (its minibatches), each pass repeated ``num_iterations``
-    times. The one formula: the cell's ``max_steps`` and its layout's count use it."""
-    return steps_per_generation // gradient_accumulation_steps * num_iterations
-
-
-def step_shapes(
-    algo: AlgorithmSettings,
-    group_sizes: tuple[int, ...],
-    *,
-    prompts_per_step: int | None,
-    rollout_budget: int | None,
-    gradient_accumulation_steps: int,
-    processes: int = 1,
-    micro_batch_rows: int | None = None,
-) -> StepShapes:
-    """Lay out every G of the cell; raise ``ValueError`` when a split would not divide.
-
-    With several processes each holds an equal share of the step's rollouts and splits it
-    into TRL's ``steps_per_generation`` micro-batches: the step's rollouts must divide into
-    ``processes x steps_per_generation`` equal micro-batches."""
-    ga = gradient_accumulation_steps
-    spg = algo.minibatches * ga
-    split_name = f"algorithm.minibatches x train.gradient_accumulation_steps = {algo.minibatches} x {ga} = {spg}"
-    if processes > 1:
-        split_name = f"launch processes x {split_name} = {processes} x {spg} = {processes * spg}"
-    shapes = lay_out(group_sizes, prompts_per_step, rollout_budget, spg * processes, split_name)
     return StepShapes(
         shapes=shapes,
         steps_per_generation=spg,
         gradient_accumulation_steps=ga,
-        updates_per_rollout=updates_per_rollout(spg, ga, algo.num_iterations),
+        # optimizer updates per step: the step's minibatches, each repeated num_iterations times
+        updates_per_rollout=spg // ga * algo.num_iterations,
         micro_batch_rows=micro_batch_rows,
     )
 
 
 def grpo_config_kwargs(cfg: Any, algo: AlgorithmSettings, shapes: StepShapes) -> dict[str, Any]:
-    """The ``trl.GRPOConfig`` keyword arguments of a cell (pure: testable without a GPU).
-
-    Sizing for a variable G: the per-device batch is the largest micro-batch (P x G_max /
-    steps_per_generation), so the generation batch TRL sizes its buffers for, and vLLM's
-    colocated ``max_num_seqs`` (= per_device_train_batch_size x tensor_parallel x
-    steps_per_generation in TRL 1.16), cover P x G_max rollouts: the largest step is
-    generated in one pass, not serialised. ``num_generations`` is G_max (the trainer sets the
-    step's own G before each rollout).
-    """
+    """The ``trl.GRPOConfig`` keyword arguments of a cell. The per-device batch is the largest
+    micro-batch, so that TRL's buffers and vLLM's ``max_num_seqs`` cover a step at G_max;
+    ``num_generations`` is G_max (the trainer sets each step's G)."""
     t, dev = cfg.train, cfg.device
     u = shapes.updates_per_rollout
     g_max = max(shapes.shapes)
     kw: dict[str, Any] = dict(
-        output_dir=str(_checkpoint_dir(cfg.output_dir)),
+        output_dir=str(Path(cfg.output_dir) / "checkpoints"),
         seed=t.seed,
         data_seed=t.seed,
         max_steps=t.steps * u,
@@ -208,7 +176,6 @@ def grpo_config_kwargs(cfg: Any, algo: AlgorithmSettings, shapes: StepShapes) ->
         temperature=t.temperature,
         top_p=t.top_p,
         generation_kwargs=generation_kwargs(t, dev),
-        # algorithm
         loss_type=algo.loss_type,
         beta=algo.beta,
         epsilon=algo.epsilon,
@@ -233,7 +200,6 @@ def grpo_config_kwargs(cfg: Any, algo: AlgorithmSettings, shapes: StepShapes) ->
         dataloader_num_workers=0,
         # several processes: every parameter gets a gradient (no extra DDP graph traversal)
         ddp_find_unused_parameters=False,
-        # device
         use_cpu=dev.use_cpu,
         bf16=dev.bf16,
         gradient_checkpointing=dev.gradient_checkpointing,
@@ -259,11 +225,8 @@ def grpo_config_kwargs(cfg: Any, algo: AlgorithmSettings, shapes: StepShapes) ->
 
 
 def generation_kwargs(train: Any, device: Any) -> dict[str, Any] | None:
-    """TRL's ``generation_kwargs``: the cell's extra keys, plus the stop strings for vLLM
-    (``SamplingParams.stop``; vLLM then ends the row at the token that completes one, keeping
-    that token in ``token_ids``). HF ``generate`` needs the tokenizer for stop strings, which
-    TRL does not pass, so there the rows run on to EOS or the cap; in both cases
-    ``sagc.train.rollout.trim_at_stop`` trims them the same way afterwards."""
+    """TRL's ``generation_kwargs``: the cell's extra keys, plus the stop strings for vLLM (HF
+    ``generate`` cannot get them through TRL; ``rollout.trim_at_stop`` trims both alike)."""
     kw = dict(train.generation_kwargs)
     if device.use_vllm and train.stop:
         kw["stop"] = list(train.stop)
@@ -277,9 +240,3 @@ def vllm_max_num_seqs(kwargs: dict[str, Any]) -> int:
         * kwargs.get("vllm_tensor_parallel_size", 1)
         * kwargs["steps_per_generation"]
     )
-
-
-def _checkpoint_dir(output_dir: str):
-    from pathlib import Path
-
-    return Path(output_dir) / "checkpoints"

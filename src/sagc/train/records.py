@@ -1,18 +1,7 @@
-"""One record per training step, in one form: every output about a step derives from it.
+"""One record per training step: a ``StepInProgress`` while it runs, then a ``StepResult``.
 
-While a step runs, the trainer fills a ``StepInProgress`` (its rollout rounds, rewards and
-updates); when the step's last update ends it becomes a ``StepResult``, written once. The
-outputs are views of that record:
-
-- ``row()``: the step's W&B row (names from ``sagc.metrics``), what the aggregation reads;
-- ``history_entry()``: the step's entry of ``done.json["history"]``, from which
-  ``sagc.train.run.summarize_history`` makes done.json's summary;
-- ``trace_step()``: the step's line of ``lengths.jsonl`` (``sagc.trace``), what the
-  simulator replays;
-- ``to_dict()`` / ``from_dict()``: the record in a checkpoint's ``sagc_state.json``.
-
-The on-disk keys of each view are the ones the readers (aggregation, tests, benchmarks,
-existing results) already use.
+The W&B row, done.json's history entry, the lengths trace line and the checkpoint form are
+all views of the ``StepResult``; their keys are the ones existing readers use.
 """
 
 from __future__ import annotations
@@ -28,18 +17,14 @@ from sagc.controller import StepRecord
 from sagc.lengths import as_groups, padding_efficiency, true_median
 from sagc.trace import TraceStep
 
-#: Prefix of TRL's own per-update metrics in the step's row (e.g. ``trl/kl``).
+#: Prefix of TRL's own per-update metrics in the step's row.
 TRL_METRIC_PREFIX = "trl/"
 
 
 @dataclass(frozen=True)
 class GenerateCall:
-    """One call of ``generate``: what a synchronous decode of that batch costs.
-
-    ``rows``: completions generated; ``longest``: the longest completion in tokens (every
-    row waits for it: the decode steps of the call); ``tokens``: completion tokens summed;
-    ``prompt_padding``: pad tokens added to left-pad the prompts to the longest one.
-    """
+    """One call of ``generate``: rows, the longest completion (the call's decode steps),
+    completion tokens summed, and pad tokens added to left-pad the prompts."""
 
     rows: int
     longest: int
@@ -47,13 +32,7 @@ class GenerateCall:
     prompt_padding: int
 
     @classmethod
-    def of(cls, prompt_ids: list, completion_ids: list) -> GenerateCall:
-        return cls.of_lengths([len(p) for p in prompt_ids], [len(c) for c in completion_ids])
-
-    @classmethod
     def of_lengths(cls, prompt_lengths: list[int], lengths: list[int]) -> GenerateCall:
-        """The call of rows with these prompt and completion lengths (with several processes:
-        every rank's rows, gathered: the call one process would have made)."""
         widest = max(prompt_lengths, default=0)
         return cls(
             rows=len(lengths),
@@ -64,16 +43,11 @@ class GenerateCall:
 
     @property
     def padded_tokens(self) -> int:
-        """Completion positions HF ``generate`` computes: every row runs ``longest`` steps."""
+        """Completion positions HF ``generate`` computes."""
         return self.rows * self.longest
 
     def to_dict(self) -> dict[str, int]:
-        return {
-            "rows": self.rows,
-            "longest": self.longest,
-            "tokens": self.tokens,
-            "prompt_padding": self.prompt_padding,
-        }
+        return asdict(self)
 
 
 def step_costs(calls: list[GenerateCall], train_padded_tokens: int) -> dict[str, int]:
@@ -96,7 +70,7 @@ class StepInProgress:
     length_groups: list = field(default_factory=list)
     truncated: list = field(default_factory=list)
     rewards: list = field(default_factory=list)  # one tensor per generation round
-    # Per generation round the slowest rank's seconds, summed over the step's rounds.
+    # Per round the slowest rank's seconds, summed over the rounds.
     gen_seconds: float = 0.0
     sync_seconds: float = 0.0
     post_seconds: float = 0.0
@@ -121,7 +95,6 @@ class StepInProgress:
     def finish(
         self, *, step_s: float, cpu_s: float, wallclock_s: float, cpu_total_s: float, dynamic_sampling: bool
     ) -> StepResult:
-        """The finished step's record (times measured by the trainer at the step boundary)."""
         import torch
 
         rec = self.record
@@ -149,8 +122,7 @@ class StepInProgress:
 
 @dataclass(frozen=True)
 class StepResult:
-    """A finished step: the sizer's verdict, the rollouts' lengths, rewards and costs, the
-    times and the updates' losses and TRL metrics (see the module docstring)."""
+    """A finished step (see the module docstring)."""
 
     step: int
     group_size: int
@@ -243,10 +215,9 @@ class StepResult:
             row[TRL_METRIC_PREFIX + k] = v
         return row
 
-    def history_entry(self, row: dict[str, float] | None = None) -> dict[str, Any]:
-        """The step's entry of ``done.json["history"]`` (``row``: this step's ``row()``,
-        passed when already computed)."""
-        row = self.row() if row is None else row
+    def history_entry(self) -> dict[str, Any]:
+        """The step's entry of ``done.json["history"]``."""
+        row = self.row()
         return {
             "step": self.step, "group_size": self.group_size,
             "straggler": self.straggler, "ratio": self.ratio,
@@ -260,7 +231,6 @@ class StepResult:
         }  # fmt: skip
 
     def trace_step(self) -> TraceStep:
-        """The step's line of the lengths trace."""
         return TraceStep(
             self.step,
             self.group_size,

@@ -1,10 +1,5 @@
-"""A training cell's ``resolved`` block: every value its job derives from its settings, computed once.
-
-``sagc.train.config.resolve_cell`` fills it (the preset's overrides, the step layout at every
-G); the pipeline adds the memory plan for its card (``sagc.pipeline.memory``), writes it into
-each ``cell.json``, and the job reads it as it is. Who adds the stops, and the
-fingerprint that refuses a stale block: docs/architecture.md ("One source of truth", a cell
-is resolved once).
+"""A training cell's ``resolved`` block: every value its job derives from its settings, computed
+once (docs/architecture.md, "One source of truth").
 """
 
 from __future__ import annotations
@@ -22,8 +17,7 @@ RESOLVED_FROM = ("model", "train", "algorithm", "sizing", "device", "launch")
 
 
 class MemoryPlan(Section):
-    """The estimated peak of one of the cell's processes on its card in each phase of a step
-    (``sagc.pipeline.memory``)."""
+    """The estimated peak of one process on its card in each phase of a step (``sagc.pipeline.memory``)."""
 
     section_key: ClassVar[str] = "resolved.memory"
     card_gib: float
@@ -36,7 +30,7 @@ class MemoryPlan(Section):
 
 
 class ResolvedCell(Section):
-    """What a cell's job reads instead of deriving it (see the module docstring)."""
+    """What a cell's job reads instead of deriving it."""
 
     section_key: ClassVar[str] = "resolved"
     settings: Text

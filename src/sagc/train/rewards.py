@@ -1,9 +1,4 @@
-"""Reward registry: the names a cell config may use under ``rewards`` (name -> weight).
-
-The functions are the generic boxed-answer rewards (``sagc.rewards``),
-usable for any dataset with an ``answer`` column (a math set, too). DAPO's soft overlong
-punishment is not in the registry: the DAPO preset adds it (``build_reward_funcs``).
-"""
+"""Reward registry: the names a cell config may use under ``rewards`` (name -> weight)."""
 
 from __future__ import annotations
 
@@ -23,11 +18,8 @@ def _registry() -> dict[str, Callable]:
 def build_reward_funcs(
     weights: dict[str, float], algo: Any, max_completion_length: int
 ) -> tuple[list[Callable], list[float], list[str]]:
-    """Reward functions, their TRL ``reward_weights`` and names for a cell.
-
-    ``algo`` is an ``AlgorithmSettings``; with ``uses_overlong_punishment`` the soft overlong
-    punishment (DAPO eq. 13) is appended with weight ``algo.overlong_weight``.
-    """
+    """Reward functions, their TRL ``reward_weights`` and names for a cell, DAPO's soft overlong
+    punishment appended when ``algo`` uses it."""
     registry = _registry()
     funcs, ws, names = [], [], []
     for name in REWARD_NAMES:

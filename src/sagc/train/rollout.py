@@ -1,11 +1,6 @@
 """Around TRL's generation call: stop strings, the vLLM weight sync, importance sampling.
 
-Training must stop a completion where the evaluation does, time the weight sync apart from
-the rollout, and log what the importance-sampling correction and vLLM's KV cache did, so
-that the straggler statistics SAGC reacts to are not artefacts of the generation plumbing.
-
-Stop strings and tokens, weight sync (vLLM CPU build), sleep mode, the KV-cache metrics:
-docs/trainer.md, "Around the generation call".
+Why each: docs/trainer.md, "Around the generation call".
 """
 
 from __future__ import annotations
@@ -36,12 +31,10 @@ def trim_at_stop(
 ) -> tuple[list[list[int]], list[list[float]] | None, int]:
     """Cut each row before its first stop string and end it with ``eos_token_id``.
 
-    ``decode(ids) -> str`` decodes like TRL does for rewards (special tokens skipped). The
-    kept tokens are the shortest prefix whose text covers everything before the stop string;
-    a last token that spans into the stop string is kept (it may also carry the answer's
-    closing brace, e.g. "}\\n"), unless it holds the whole stop string. Rows without a stop
-    string are returned unchanged. Returns the rows, their log-probs (the appended EOS gets
-    NaN: not sampled) and how many rows were cut.
+    The kept tokens are the shortest prefix whose text covers everything before the stop
+    string; a last token that spans into it is kept (it may carry the answer's closing brace)
+    unless it holds the whole stop string. Returns the rows, their log-probs (the appended
+    EOS gets NaN: not sampled) and how many rows were cut.
     """
     if not stop:
         return completion_ids, logprobs, 0
@@ -65,9 +58,8 @@ def trim_at_stop(
 
 
 def _shortest_prefix_covering(ids: list[int], pos: int, decode) -> int:
-    """The smallest k with ``len(decode(ids[:k])) >= pos``. vLLM stops right after the stop
-    string, so the boundary is usually a few tokens from the end: gallop back from the end,
-    then bisect (a handful of decodes instead of log2(4096) = 12 full ones)."""
+    """The smallest k with ``len(decode(ids[:k])) >= pos``: gallop back from the end (vLLM
+    stops right after the stop string), then bisect."""
     hi, step = len(ids), 1
     lo = max(0, hi - step)
     while lo > 0 and len(decode(ids[:lo])) >= pos:
@@ -101,7 +93,7 @@ def trim_rollouts(trainer: Any, completion_ids: list, logprobs: list | None, sto
 
 def sync_weights(vllm_generation: Any) -> None:
     """Copy the policy's weights into vLLM: TRL's ``sync_weights``, or on vLLM's CPU build
-    (colocated) vLLM's layerwise reload of the same weights (see the module docstring)."""
+    (colocated) vLLM's layerwise reload of the same weights."""
     if vllm_generation.mode != "colocate" or not vllm_cpu_build_installed():
         vllm_generation.sync_weights()
         return
@@ -112,11 +104,8 @@ def sync_weights(vllm_generation: Any) -> None:
 
 
 def _repack_kept_weights(model: Any) -> None:
-    """Rebuild the CPU GEMM of every layer that keeps its weight (the embedding, the tied LM
-    head). vLLM's CPU build packs a linear layer's weight into a kernel of its own at load;
-    the layerwise reload re-runs that packing for the layers whose weights it loads, but the
-    tied head loads nothing (vLLM: "ParallelLMHead: Failed to load weights") and kept
-    computing with the weights packed at load, so every logit came from the old policy."""
+    """Rebuild the CPU GEMM of every layer that keeps its weight (the tied LM head loads
+    nothing on reload and would keep computing with the weights packed at load)."""
     from vllm.model_executor.layers.utils import dispatch_cpu_unquantized_gemm
 
     for layer in model.modules():
@@ -132,12 +121,9 @@ def kv_peak_tokens(
     block_size: int = 1,
     prefix_caching: bool = False,
 ) -> int:
-    """The most KV-cache tokens a call of these rows holds at once when all of them are
-    admitted together and decode in step: after t decode steps every row still generating
-    holds its prompt and t tokens, in whole blocks of ``block_size``; a finished row has
-    freed its blocks. With ``prefix_caching`` the rows of one prompt share its full blocks
-    (vLLM's prefix cache), held while any of them runs. The footprint grows between two
-    rows' ends, so its peak falls at a step where a row ends."""
+    """The most KV-cache tokens a call of these rows holds at once, all admitted together and
+    decoding in step, in whole blocks of ``block_size``; with ``prefix_caching`` the rows of
+    one prompt share its full blocks. The peak falls at a step where a row ends."""
     rows = [(tuple(p), c) for p, c in zip(prompt_ids, completion_lengths, strict=True)]
 
     def blocks(n: int) -> int:
@@ -154,7 +140,7 @@ def kv_peak_tokens(
 
 
 def record_kv_use(trainer: Any, prompt_ids: Sequence[Sequence[int]], completion_ids: Sequence[Sequence[int]]) -> None:
-    """Log one vLLM generation call's KV-cache need against the cache (module docstring)."""
+    """Log one vLLM generation call's KV-cache need against the cache."""
     if not trainer.use_vllm:
         return
     cache = trainer.vllm_generation.llm.llm_engine.vllm_config.cache_config
@@ -169,10 +155,8 @@ def record_kv_use(trainer: Any, prompt_ids: Sequence[Sequence[int]], completion_
 
 
 class SleepModeTimer:
-    """Seconds a colocated vLLM engine spends in ``wake_up`` and ``sleep`` (sleep mode; TRL 1.16
-    calls ``llm.wake_up(tags=["kv_cache"])`` before and ``llm.sleep(level=2)`` after every
-    generation, inside ``VLLMGeneration.generate``). Wraps the engine's two methods; the
-    caller reads ``seconds`` before and after a generation call."""
+    """Seconds a colocated vLLM engine in sleep mode spends in ``wake_up`` and ``sleep`` (TRL
+    calls them inside its generation call), summed in ``seconds``."""
 
     def __init__(self, llm: Any) -> None:
         self.seconds = 0.0
@@ -200,11 +184,8 @@ def sleep_mode_timer(trainer: Any) -> SleepModeTimer | None:
 
 
 def timed_weight_sync(trainer: Any) -> float:
-    """TRL's own "sync the weights to vLLM if the optimizer step changed", timed; returns
-    its seconds (0.0 when nothing was synced). In sleep mode (``device.vllm_sleep_mode``) the
-    engine discarded its weights after the last generation, so a DAPO refill round of the
-    same step needs them pushed again: TRL would do it inside its generation call, where it
-    would count as rollout time."""
+    """TRL's "sync the weights to vLLM if the optimizer step changed" (or the engine slept),
+    timed; returns its seconds (0.0 when nothing was synced)."""
     if not trainer.use_vllm:
         return 0.0
     asleep = bool(getattr(trainer.vllm_generation, "_llm_weights_sleeping", False))
@@ -219,9 +200,8 @@ def timed_weight_sync(trainer: Any) -> float:
 
 
 def importance_sampling_altered_frac(scored: dict, mode: str, clip_max: float | None) -> float | None:
-    """Fraction of the correction's units whose ratio the mode changed: masked to 0 (``*_mask``)
-    or capped at ``clip_max`` (``*_truncate``). Units are completion tokens for the token
-    modes and rows for the sequence modes. None when the batch carries no ratio."""
+    """Fraction of the correction's units (tokens, or rows for the sequence modes) whose ratio
+    the mode masked to 0 or capped at ``clip_max``; None when the batch carries no ratio."""
     ratio = scored.get("importance_sampling_ratio")
     if ratio is None:
         return None

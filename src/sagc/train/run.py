@@ -1,10 +1,5 @@
 """Run one training cell: ``python -m sagc.train --config CELL.json`` (JSON or YAML).
 
-The order of work makes a bad cell fail in a second (validate, then check the model and
-data) and a killed one resume from its newest complete checkpoint; ``done.json`` is written
-last and marks the cell finished. Under ``accelerate launch`` rank 0 alone touches the
-outputs, and a preempted run checkpoints and exits with ``PREEMPTED_EXIT``.
-
 The steps, preemption and the outputs: docs/trainer.md, "Running one cell".
 """
 
@@ -16,10 +11,12 @@ import json
 import logging
 import os
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
-from sagc.io import atomic_write_json
+from sagc import tokenizers
+from sagc.io import atomic_write_json, read_jsonl
 from sagc.metrics import CELL_KEYS, COST, in_second_half
 from sagc.ports import free_port
 from sagc.prompts import PromptStream
@@ -27,7 +24,6 @@ from sagc.tokenizers import save_tokenizer
 from sagc.trace import write_trace
 from sagc.train.checkpoint import checkpoint_complete, config_fingerprint, resume_point
 from sagc.train.config import TrainConfig, load_config
-from sagc.train.data import check_model_source, load_prompts, load_tokenizer
 from sagc.train.presets import grpo_config_kwargs
 from sagc.train.rewards import build_reward_funcs
 from sagc.train.wandb_log import StepLogger, run_id_for
@@ -35,8 +31,7 @@ from sagc.train.wandb_log import StepLogger, run_id_for
 log = logging.getLogger("sagc.train")
 
 DONE_FILE = "done.json"
-#: Exit status of a run stopped by SIGTERM/SIGUSR1 after its checkpoint (sysexits'
-#: EX_TEMPFAIL: try again): the profile's retries rerun it, and the rerun resumes.
+#: Exit status of a run stopped by a signal after its checkpoint (EX_TEMPFAIL: the rerun resumes).
 PREEMPTED_EXIT = 75
 #: The signals that end a run at the next step boundary, checkpointed.
 STOP_SIGNALS = ("SIGTERM", "SIGUSR1")
@@ -55,11 +50,61 @@ def set_job_env(cfg: TrainConfig) -> Path:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("MPLCONFIGDIR", str(Path(cfg.output_dir) / ".mplconfig"))
     if cfg.device.use_vllm and "MASTER_PORT" not in os.environ:
-        # A one-process cell's colocated engine rendezvous: TRL takes the first free port of
-        # a fixed list (29500, ...), so two cells started together on one machine both take
-        # 29500 and one fails with EADDRINUSE. A port of this job's own avoids that.
+        # TRL's colocated engine takes the first free port of a fixed list: two cells started
+        # together would both take 29500.
         os.environ["MASTER_PORT"] = str(free_port())
     return wandb_dir
+
+
+def check_model_source(path: str) -> None:
+    """A local model folder, or a hub id that is cached when running offline."""
+    p = Path(path)
+    looks_local = p.is_absolute() or path.startswith(".") or path.count("/") != 1 or p.exists()
+    if looks_local:
+        if not (p / "config.json").is_file():
+            raise ValueError(f"model.path {path} is not a model folder (no config.json)")
+        return
+    from huggingface_hub import constants, try_to_load_from_cache
+
+    offline = constants.HF_HUB_OFFLINE or os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
+    if offline and not isinstance(try_to_load_from_cache(path, "config.json"), str):
+        raise ValueError(f"model {path} is not in the local cache; run with network or set HF_HOME")
+
+
+def load_prompts(cfg: TrainConfig, tokenizer):
+    """The training JSONL as a ``datasets.Dataset``; prompts longer than
+    ``train.max_prompt_length`` tokens are left out (counted in done.json)."""
+    from datasets import Dataset
+
+    path = Path(cfg.data.train)
+    if not path.is_file():
+        raise ValueError(f"data.train file {path} does not exist")
+    rows = []
+    for i, row in read_jsonl(path):
+        prompt = row.get(cfg.data.prompt_column) if isinstance(row, dict) else None
+        if not isinstance(prompt, str) or not prompt:
+            raise ValueError(f"{path}:{i}: no string column {cfg.data.prompt_column!r}")
+        if cfg.data.prompt_column != "prompt":
+            row["prompt"] = row.pop(cfg.data.prompt_column)
+        rows.append(row)
+    if not rows:
+        raise ValueError(f"data.train file {path} holds no rows")
+    if "correctness" in cfg.rewards and any("answer" not in r for r in rows):
+        raise ValueError(f"{path}: the correctness reward needs an 'answer' column in every row")
+    lengths = [len(ids) for ids in tokenizer([r["prompt"] for r in rows])["input_ids"]]
+    kept = [r for r, n in zip(rows, lengths) if n <= cfg.train.max_prompt_length]
+    if not kept:
+        raise ValueError(
+            f"{path}: every prompt is longer than train.max_prompt_length={cfg.train.max_prompt_length} tokens"
+        )
+    if len(kept) < len(rows):
+        warnings.warn(
+            f"{len(rows) - len(kept)} of {len(rows)} prompts exceed train.max_prompt_length="
+            f"{cfg.train.max_prompt_length} tokens and are left out",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    return Dataset.from_list(kept), len(rows) - len(kept)
 
 
 # -- the run ------------------------------------------------------------------------------
@@ -85,7 +130,12 @@ def build_trainer(
     from sagc.train.trainer import SAGCGRPOTrainer, SAGCTrainingArguments
 
     check_model_source(cfg.model.path)
-    tokenizer = load_tokenizer(cfg)
+    tokenizer = tokenizers.load_tokenizer(
+        cfg.model.tokenizer or cfg.model.path,
+        revision=cfg.model.revision,
+        trust_remote_code=cfg.model.trust_remote_code,
+        padding_side="left",
+    )
     dataset, n_filtered = load_prompts(cfg, tokenizer)
     algo, shapes = cfg.resolved.algorithm, cfg.resolved.layout
     args = GRPOConfig(**grpo_config_kwargs(cfg, algo, shapes))
@@ -96,8 +146,7 @@ def build_trainer(
         weights = list(reward_weights or [1.0] * len(reward_funcs)) + weights[n_registry:]
     args.reward_weights = weights
     sizer = cfg.sizing.build(seed=cfg.train.seed)
-    # The policy's prompt order over the plain stream (sagc-prompt: tail batching, its
-    # predictor informed by the tokenized prompts; every other policy: the plain stream).
+    # The policy's prompt order over the plain stream (tail batching reads the tokenized prompts).
     stream = sizer.prompt_stream(
         PromptStream(len(dataset), seed=args.seed, shuffle=args.shuffle_dataset),
         token_ids=lambda: tokenizer(list(dataset["prompt"]), add_special_tokens=False)["input_ids"],
@@ -119,7 +168,6 @@ def build_trainer(
         callbacks=callbacks,
         prompt_stream=stream,
     )
-    # Precision: fp32 master weights use the Trainer's AdamW; bf16 weights the compensated one.
     trainer.optimizer_cls_and_kwargs = optimizer_cls_and_kwargs(cfg.device, args)
     trainer.prompts_filtered = n_filtered
     return trainer
@@ -169,10 +217,8 @@ def check_launch(cfg: TrainConfig) -> None:
 
 @contextlib.contextmanager
 def stop_on_signals(trainer):
-    """While training: SIGTERM/SIGUSR1 ask ``trainer`` to stop at the step boundary. A
-    repeated signal asks again, no more: under SLURM a rank gets the scheduler's signal and
-    the launcher's copy of it. A job that must die now gets SIGKILL (SLURM sends it after
-    KillWait) or SIGINT."""
+    """While training: SIGTERM/SIGUSR1 ask ``trainer`` to stop at the step boundary (a repeated
+    signal asks again, no more: under SLURM a rank gets the scheduler's and the launcher's)."""
     import signal
 
     def handler(signum, frame):
@@ -186,15 +232,6 @@ def stop_on_signals(trainer):
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
-
-
-def _shared(trainer, value):
-    """Rank 0's ``value`` on every rank (the value itself on one process)."""
-    from accelerate.utils import broadcast_object_list
-
-    if trainer.accelerator.num_processes == 1:
-        return value
-    return broadcast_object_list([value])[0]
 
 
 def run_cell(cfg: TrainConfig, *, callbacks: list | None = None, trainer_cls: type | None = None) -> dict:
@@ -218,8 +255,7 @@ def run_cell(cfg: TrainConfig, *, callbacks: list | None = None, trainer_cls: ty
         torch.set_num_threads(cfg.train.torch_threads)
 
     run_config = {**{k: getattr(cfg.cell, k) for k in CELL_KEYS}, "cell_id": cfg.cell.id, "config": cfg.to_dict()}
-    # Validate and load everything before W&B starts, so a bad cell leaves no run behind
-    # (building the trainer also joins the job's processes: the folder work below is rank 0's).
+    # Load everything before W&B starts, so a bad cell leaves no run behind.
     trainer = build_trainer(cfg, callbacks=callbacks, trainer_cls=trainer_cls)
     checkpoint = None
     if main:
@@ -227,10 +263,12 @@ def run_cell(cfg: TrainConfig, *, callbacks: list | None = None, trainer_cls: ty
             log.warning("%s was written for another config of cell %s: training again", done_path, cfg.cell.id)
             done_path.unlink()
         out.mkdir(parents=True, exist_ok=True)
-        # a finished run's leftovers, if its done.json is gone (resume_point)
         leftovers = [out / LENGTHS_FILE] + ([wandb_dir] if wandb_dir.resolve().is_relative_to(out.resolve()) else [])
         checkpoint = resume_point(out, fingerprint, cfg.cell.id, leftovers)
-    checkpoint = _shared(trainer, checkpoint)
+    if trainer.accelerator.num_processes > 1:
+        from accelerate.utils import broadcast_object_list
+
+        checkpoint = broadcast_object_list([checkpoint])[0]  # rank 0's
     logger = None
     if main:
         logger = StepLogger(
@@ -252,8 +290,6 @@ def run_cell(cfg: TrainConfig, *, callbacks: list | None = None, trainer_cls: ty
         if not main:
             return {}
         save_tokenizer(trainer.processing_class, final, like=cfg.model.tokenizer or cfg.model.path)
-        # Every step's lengths grouped by prompt (sagc.trace), so a recorded run can be
-        # replayed with any controller; done.json's history: the same step records.
         write_trace(out / LENGTHS_FILE, [s.trace_step() for s in trainer.steps])
         history = trainer.history
         done = {
@@ -283,10 +319,8 @@ def run_cell(cfg: TrainConfig, *, callbacks: list | None = None, trainer_cls: ty
 
 
 def run_job(cfg: TrainConfig) -> int:
-    """A training process's whole job on a valid cell: train it, print done.json's summary
-    line; 0 on success, 2 on a ``ValueError`` (printed with the cell id)."""
-    # A cell job owns its wandb-core service: one inherited from a parent process would
-    # still hold the run id of a killed attempt and refuse the resumed run ("run ID in use").
+    """Train a valid cell and print done.json's summary line; 0 on success, 2 on a ``ValueError``."""
+    # An inherited wandb-core service would still hold a killed attempt's run id.
     os.environ.pop("WANDB_SERVICE", None)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     try:
@@ -303,8 +337,7 @@ def run_job(cfg: TrainConfig) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m sagc.train --config CELL``: the command line's boundary (the cell file
-    is validated here, named in the error), then ``run_job``."""
+    """``python -m sagc.train --config CELL``: validate the cell file, then ``run_job``."""
     parser = argparse.ArgumentParser(prog="python -m sagc.train", description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", required=True, help="cell config (JSON or YAML)")
     ns = parser.parse_args(argv)

@@ -1,17 +1,8 @@
 """A cell's stops resolved against its model's tokenizer: which end generation at a token id,
 which are matched as text.
 
-A stop that is one added token of the tokenizer (the chat end tokens ``<|im_end|>``,
-``<|eot_id|>``, ``<|endoftext|>``) is skipped when rows are decoded, so no text match can find
-it: generation must end at its id (HF ``generate``'s EOS list, vLLM's ``stop_token_ids``). The
-rest stay text and are trimmed after generation (``sagc.train.rollout.trim_at_stop``). A stop
-that is not a token of this tokenizer (Llama's ``<|eot_id|>`` for Qwen) stays text and never
-matches.
-
-The pipeline resolves them once per model, in a workflow job (the tokenizer of a built world
-exists only after the job that builds it): ``python -m sagc.train.stops --model PATH --stops
-'["\\nUser:", "<|im_end|>"]' --out stops.json``; the cell's ``cell.json`` carries the result (``resolved.stops``)
-and the trainer reads it as it is. A trainer built by hand splits its stops itself.
+A stop that is one added token ends generation at its id; the rest stay text. The pipeline
+resolves them once per model: ``python -m sagc.train.stops --model PATH --stops JSON --out FILE``.
 """
 
 from __future__ import annotations
@@ -31,8 +22,7 @@ from sagc.tokenizers import load_tokenizer
 
 
 class Stops(Section):
-    """The stops, split: ``token_ids`` maps a stop to the id generation ends at; ``texts``
-    are matched in the decoded text."""
+    """``token_ids``: the stops generation ends at, by id; ``texts``: matched in the decoded text."""
 
     section_key: ClassVar[str] = "resolved.stops"
     token_ids: dict[str, int] = Field(default_factory=dict)

@@ -1,12 +1,7 @@
 """``SAGCGRPOTrainer``: TRL's ``GRPOTrainer`` with a group size G chosen before every step.
 
-A step is one synchronous rollout: the group sizer picks G, the step's prompts are drawn
-from the trainer's own prompt stream and repeated G times, TRL generates, scores and
-computes the group advantages with that G, and the step's completion lengths go back to the
-sizer. Everything else is TRL's. The measurements (``metering``), DAPO's dynamic sampling
-(``dynamic_sampling``) and loss passes of a fixed size (``loss_passes``) live beside it;
-how and why the trainer departs from TRL: docs/trainer.md, "Inside the trainer". The TRL
-internals it relies on: ``sagc.train.trl_contract``.
+How and why it departs from TRL: docs/trainer.md, "Inside the trainer"; the TRL internals it
+relies on: ``sagc.train.trl_contract``.
 """
 
 from __future__ import annotations
@@ -20,7 +15,6 @@ from typing import Any
 import numpy as np
 import torch
 from torch.utils.data import DataLoader
-from torch.utils.data import Dataset as TorchDataset
 from transformers import TrainerCallback, set_seed
 from transformers.trainer_callback import PrinterCallback, ProgressCallback
 from transformers.trainer_utils import rotate_checkpoints
@@ -42,13 +36,9 @@ log = logging.getLogger("sagc.train")
 
 @dataclass(frozen=True, kw_only=True)
 class SAGCTrainingArguments:
-    """What the step needs beyond ``GRPOConfig``.
-
-    ``layout``: the step at every G the sizer can choose (``sagc.train.presets.step_shapes``;
-    a cell's ``cfg.resolved.layout``), read as it is. ``dynamic_sampling`` /
-    ``ds_max_rounds``: DAPO's filter, at most that many refill rounds. ``stop``: the rollouts'
-    stops, resolved (``Stops``) or as strings the trainer splits by its tokenizer.
-    """
+    """What the step needs beyond ``GRPOConfig``: the step ``layout`` at every G
+    (``sagc.train.presets.step_shapes``), DAPO's filter and its refill rounds, and the stops
+    (resolved, or strings the trainer splits by its tokenizer)."""
 
     layout: StepShapes
     dynamic_sampling: bool = False
@@ -63,24 +53,6 @@ class SAGCTrainingArguments:
             )
 
 
-class _Tickets(TorchDataset):
-    """The data loader's items: one per micro-step. Prompts come from the prompt stream;
-    the loader only drives TRL's loop (and lets its resume skip consumed micro-steps)."""
-
-    def __init__(self, n: int) -> None:
-        self.n = n
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __getitem__(self, i: int) -> dict:
-        return {"ticket": i}
-
-
-def _identity(batch):
-    return batch
-
-
 class _StepBoundary(TrainerCallback):
     def __init__(self, trainer: SAGCGRPOTrainer) -> None:
         self.trainer = trainer
@@ -91,14 +63,8 @@ class _StepBoundary(TrainerCallback):
 
 class SAGCGRPOTrainer(GRPOTrainer):
     """GRPO/DAPO whose G comes from ``group_sizer`` (a ``sagc.controller.GroupSizer``) before
-    every step and which tells it each step's completion lengths (module docstring).
-
-    Args beyond ``GRPOTrainer``'s: ``sagc_args`` (``SAGCTrainingArguments``, its layout
-    required), ``step_logger`` (anything with ``log(row, step)``, e.g.
-    ``sagc.train.wandb_log.StepLogger``; optional), ``prompt_stream`` (default: a
-    ``PromptStream`` seeded with ``args.seed``; e.g. a
-    ``sagc.prompt_aware.schedule.TailBatchingStream``, told every step's lengths).
-    ``args.max_steps`` counts optimizer updates: steps x ``updates_per_rollout``.
+    every step. ``step_logger``: anything with ``log(row, step)``; ``prompt_stream``: default a
+    ``PromptStream`` seeded with ``args.seed``. ``args.max_steps`` counts optimizer updates.
     """
 
     def __init__(
@@ -141,7 +107,6 @@ class SAGCGRPOTrainer(GRPOTrainer):
         self.group_sizes = tuple(sorted(int(g) for g in group_sizer.candidates))
         if missing := sorted(set(self.group_sizes) - set(layout.shapes)):
             raise ValueError(f"sagc_args.layout has no step at G = {missing}, which the group sizer can choose")
-        #: prompts of a step at each G the sizer can choose
         self.prompts_at = {g: layout.shapes[g].prompts for g in self.group_sizes}
         if args.logging_steps != 1 or _value(args.logging_strategy) != "steps":
             # TRL clears its metric buffers in log(); one log per update keeps them per-update.
@@ -168,16 +133,12 @@ class SAGCGRPOTrainer(GRPOTrainer):
                 f"from the reward function {FILTER_REWARD!r}, which is not among the trainer's "
                 f"reward functions {self.reward_func_names}: add the correctness reward"
             )
-        #: the column of TRL's per-function rewards that DAPO's filter reads
         self._filter_column = self.reward_func_names.index(FILTER_REWARD) if sagc_args.dynamic_sampling else None
         self._filter_values: torch.Tensor | None = None
         self._sleep_timer = rollout.sleep_mode_timer(self)  # vLLM sleep mode's wake and sleep
         if self.n_processes > 1 or (args.use_vllm and args.vllm_mode == "colocate"):
-            # TRL seeds every colocated engine with process_index // tp (0 for one process),
-            # and vLLM's worker setup reseeds torch's global RNG with it; in colocate mode the
-            # engine samples from that RNG, in this process. Reseed with the cell's seed, so
-            # that two seeds are two independent samples (TRL's HF path already is); with
-            # several processes each rank samples its rows from its own stream.
+            # vLLM's worker setup reseeds torch's global RNG with TRL's engine seed (the same
+            # for every cell seed): reseed, per rank with several processes.
             set_seed(args.seed if self.n_processes == 1 else _rank_seed(args.seed, self.rank))
         stops = sagc_args.stop
         self._stop_texts = self._stop_at_tokens(
@@ -185,34 +146,27 @@ class SAGCGRPOTrainer(GRPOTrainer):
         )
         if args.use_vllm:
             log.info("rollouts: vLLM, %s engine", args.vllm_mode)
-        # The plain prompt stream, unless given (the entry point gives the policy's own,
-        # GroupSizer.prompt_stream): the trainer calls take(k), observe(prompt ids, lengths)
-        # and state_dict() / load_state_dict() on it.
         if prompt_stream is None:
             prompt_stream = PromptStream(len(train_dataset), seed=args.seed, shuffle=args.shuffle_dataset)
         if prompt_stream.n != len(train_dataset):
             raise ValueError(f"prompt_stream covers {prompt_stream.n} prompts, train_dataset has {len(train_dataset)}")
         self.prompt_stream = prompt_stream
         self.step_logger = step_logger
-        # One record per finished step (sagc.train.records): done.json's history, the W&B
-        # rows, the lengths trace and the checkpoint state are all views of it.
         self.steps: list[StepResult] = []
         self.clock = metering.StepClock()
         self._current: StepInProgress | None = None
-        self._call = metering.CallTimes()  # the running generate call's parts
+        self._call = metering.CallTimes()
         self._update_loss = 0.0
-        self.stop_signal: int | None = None  # set by request_stop
-        self.preempted = False  # training ended early at a step boundary, on request
+        self.stop_signal: int | None = None
+        self.preempted = False
         self.add_callback(_StepBoundary(self))
-        # One concise line per step (below) instead of TRL's per-update dict printing.
+        # One line per step (_finish_step) instead of TRL's per-update printing.
         for cb in (PrinterCallback, ProgressCallback):
             self.remove_callback(cb)
 
     def _stop_at_tokens(self, stops: Stops) -> list[str]:
-        """End generation at the stops that are special tokens (chat end tokens) as at EOS;
-        return the stops left to match as text (``rollout.trim_rollouts``). A row that ends
-        at such a token is finished: TRL's truncation test and DAPO's mask read
-        ``eos_token_ids``."""
+        """End generation at the stops that are special tokens as at EOS; return the stops
+        left to match as text."""
         new = [i for i in stops.token_ids.values() if i not in self.eos_token_ids]
         if new:
             self.eos_token_ids = [*self.eos_token_ids, *new]
@@ -225,7 +179,7 @@ class SAGCGRPOTrainer(GRPOTrainer):
 
     @property
     def history(self) -> list[dict]:
-        """done.json's per-step history: a view of the step records."""
+        """done.json's per-step history."""
         return [s.history_entry() for s in self.steps]
 
     @property
@@ -266,17 +220,15 @@ class SAGCGRPOTrainer(GRPOTrainer):
         return scored
 
     def _draw_rows(self, n_prompts: int, group_size: int) -> list[dict]:
-        """This rank's share of the round's rows: every rank draws the same prompts."""
+        """This rank's share of the round's rows (copies: TRL may write into a row)."""
         idx = self.prompt_stream.take(n_prompts)
         self._current.prompt_ids.extend(idx)
         rows = [dict(self.train_dataset[i]) for i in idx]
-        # Copies, not references: TRL may write extra fields into each row.
         return distributed.shard([dict(r) for r in rows for _ in range(group_size)], self.rank, self.n_processes)
 
     def _score_round(self, n_prompts: int, group_size: int) -> tuple[dict, torch.Tensor, torch.Tensor | None]:
-        """One generation round: this rank's scored rows, and every rank's total rewards and
-        correctness rewards (TRL gathers them to compute group advantages; the correctness
-        ones only with dynamic sampling, whose filter reads them)."""
+        """One generation round: this rank's scored rows, every rank's total rewards and (with
+        dynamic sampling) correctness rewards."""
         rows = self._draw_rows(n_prompts, group_size)
         n_before = len(self._current.rewards)
         self._filter_values = None
@@ -286,9 +238,8 @@ class SAGCGRPOTrainer(GRPOTrainer):
         return scored, self._current.rewards[-1], self._filter_values
 
     def _keep_informative(self, scored: dict, rewards: torch.Tensor, correct: torch.Tensor, p: int, g: int) -> dict:
-        """DAPO's dynamic sampling (``keep_informative``) over every rank's rows, gathered, so
-        that every rank decides the same; each rank keeps its share of the result. A refill
-        round's generation and weight push are timed apart."""
+        """DAPO's dynamic sampling over every rank's rows, gathered, so that every rank decides
+        the same; each rank keeps its share."""
         cur, pad = self._current, self._tokenizer.pad_token_id
 
         def refill(n_prompts: int):
@@ -307,25 +258,20 @@ class SAGCGRPOTrainer(GRPOTrainer):
             refill=refill,
             pad_token_id=pad,
         )
-        cur.ds_rounds, cur.ds_dropped, cur.ds_filled, cur.ds_disagree = (
-            kept.rounds,
-            kept.dropped,
-            kept.filled,
-            kept.disagree,
-        )
+        cur.ds_rounds, cur.ds_dropped = kept.rounds, kept.dropped
+        cur.ds_filled, cur.ds_disagree = kept.filled, kept.disagree
         return scored if kept.batch is None else distributed.shard_scored(kept.batch)
 
     # -- inside TRL's round: what the step measures (sagc.train.metering) -------------------
 
     def _generate(self, prompts: list):
-        self._call = metering.CallTimes()  # its parts are set by _generate_single_turn
+        self._call = metering.CallTimes()  # filled by _generate_single_turn
         t0 = time.perf_counter()
         result = super()._generate(prompts)
         dt = time.perf_counter() - t0
         cur = self._current
         if self.model.training and cur is not None:
             stop = {*self.eos_token_ids, self._tokenizer.pad_token_id}
-            # Every rank's rows, in their global order (one list on one process).
             rows = distributed.gather_rows(metering.completion_rows(result[0], result[1], stop))
             metering.record_call(cur, rows, self.num_generations)
             self._call.add_to(cur, dt, sleep_mode=self._sleep_timer is not None)
@@ -343,11 +289,10 @@ class SAGCGRPOTrainer(GRPOTrainer):
         )
         call.wake = timer.seconds - woken if timer is not None else 0.0
         call.gen = time.perf_counter() - t0 - call.wake
-        rollout.record_kv_use(self, prompt_ids, ids)  # vLLM: the call's KV need against the cache
+        rollout.record_kv_use(self, prompt_ids, ids)
         trimmed = rollout.trim_rollouts(self, ids, logprobs, self._stop_texts)
         if self.model.training and self._current is not None:
-            # TRL's first gather (in _generate) is where a rank that is done waits for the
-            # slowest one: wait here instead, timed, so the wait is not post-processing.
+            # Wait for the slowest rank here, timed, not in TRL's first gather (post-processing).
             call.wait = distributed.wait_for_all()
         return trimmed
 
@@ -367,8 +312,7 @@ class SAGCGRPOTrainer(GRPOTrainer):
     def _get_per_token_logps_and_entropies(
         self, model, input_ids, attention_mask, logits_to_keep, batch_size=None, **kwargs
     ):
-        # TRL's scoring passes (no grad) ask for chunks of per_device_train_batch_size rows;
-        # run them in chunks of the loss pass's rows. The loss pass itself asks for no chunks.
+        # The no-grad scoring passes run in chunks of the loss pass's rows.
         cap = self.sagc_args.layout.micro_batch_rows
         if batch_size is not None and cap is not None:
             batch_size = min(batch_size, cap)
@@ -391,7 +335,7 @@ class SAGCGRPOTrainer(GRPOTrainer):
         )
 
     def training_step(self, model, inputs, num_items_in_batch):
-        self.clock.start()  # the first micro-step of a step starts its clocks
+        self.clock.start()
         loss = super().training_step(model, inputs, num_items_in_batch)
         self._update_loss += float(loss.detach().float().item())
         return loss
@@ -412,7 +356,6 @@ class SAGCGRPOTrainer(GRPOTrainer):
         if self.state.global_step % self.updates_per_rollout == 0:
             self._finish_step()
             last = self.state.global_step >= self.args.max_steps
-            # Every rank stops at the same step, when any one of them was asked to.
             if distributed.any_rank(self.stop_signal is not None) and not last:
                 log.warning(
                     "stop requested (signal %s): checkpointing step %d and ending the run", self.stop_signal, self.step
@@ -446,8 +389,8 @@ class SAGCGRPOTrainer(GRPOTrainer):
     # -- data: a ticket per micro-step; prompts come from the stream --------------------
 
     def get_train_dataloader(self):
-        n = self.args.max_steps * self.args.gradient_accumulation_steps
-        return DataLoader(_Tickets(n), batch_size=1, shuffle=False, collate_fn=_identity)
+        tickets = [{"ticket": i} for i in range(self.args.max_steps * self.args.gradient_accumulation_steps)]
+        return DataLoader(tickets, batch_size=1, shuffle=False, collate_fn=list)
 
     # -- checkpoints (sagc.train.checkpoint) ---------------------------------------------
 
@@ -468,24 +411,20 @@ class SAGCGRPOTrainer(GRPOTrainer):
         self.clock.cpu_s = float(state["cpu_s"])
         self.steps = [StepResult.from_dict(r) for r in state["steps"]]
         if self.step_logger is not None:
-            # An offline run killed mid-way may not have flushed its rows (wandb-core buffers
-            # them): the resumed segment re-logs every step up to the checkpoint, so it holds
-            # the whole history by itself (segments merge by step, later wins).
+            # A killed offline run may not have flushed its rows: re-log them all.
             for r in self.steps:
                 self.step_logger.log(r.row(), step=r.step)
 
     def _save_checkpoint(self, model, trial):
         if self._current is not None:
             raise RuntimeError("checkpoint requested inside a step: save_steps must fall on step boundaries")
-        # TRL's save deletes the oldest checkpoints at its end; here that waits until this
-        # one is complete, so a kill at any moment leaves a complete checkpoint (also with
-        # save_total_limit 1).
+        # Rotate old checkpoints only once this one is complete (sagc_state.json written).
         limit, self.args.save_total_limit = self.args.save_total_limit, None
         try:
             super()._save_checkpoint(model, trial)
         finally:
             self.args.save_total_limit = limit
-        self.accelerator.wait_for_everyone()  # every rank's files first: the state marks it complete
+        self.accelerator.wait_for_everyone()
         if self.args.should_save:
             run_dir = self._get_output_dir(trial=trial)
             write_state(Path(run_dir) / f"checkpoint-{self.state.global_step}", self.sagc_state())
@@ -503,7 +442,7 @@ class SAGCGRPOTrainer(GRPOTrainer):
 
 
 def _rank_seed(seed: int, rank: int) -> int:
-    """A sampling seed per (cell seed, rank), independent across both."""
+    """A sampling seed per (cell seed, rank)."""
     return int(np.random.SeedSequence([seed, rank]).generate_state(1)[0])
 
 

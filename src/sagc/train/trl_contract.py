@@ -1,13 +1,6 @@
-"""What ``SAGCGRPOTrainer`` relies on inside TRL's ``GRPOTrainer``: the one list.
-
-The trainer varies G per step by overriding private methods of TRL 1.16 (and of the
-transformers ``Trainer`` below it) and by reading a few private attributes. None of this
-is TRL's public API, so a TRL upgrade can break it silently; ``check_contract`` compares
-the installed TRL with this list, and ``tests/train/test_trl_contract.py`` fails naming
-the hook when a method is gone or its parameters changed. Every method the trainer
-overrides must be listed here (the test checks that too).
-
-Sources and pitfalls behind each entry: ``docs/library-notes.md``.
+"""What ``SAGCGRPOTrainer`` relies on inside TRL 1.16 (private methods and attributes): the
+one list, which ``check_contract`` compares with the installed TRL. Every method the trainer
+overrides must be listed here. Sources and pitfalls: ``docs/library-notes.md``.
 """
 
 from __future__ import annotations
@@ -100,8 +93,7 @@ HOOKS: tuple[Hook, ...] = (
     Hook("_get_output_dir", ("trial",), "called: the folder of the checkpoint being saved"),
 )
 
-#: Instance attributes of ``GRPOTrainer`` the trainer (and ``sagc.train.rollout``) reads
-#: or writes, each assigned in TRL's source.
+#: Instance attributes of ``GRPOTrainer`` the trainer reads or writes.
 ATTRIBUTES: tuple[str, ...] = (
     "num_generations",  # set to G before each round
     "_metrics",  # TRL's per-update metric buffers (averaged into the step's trl/* metrics)
@@ -118,8 +110,7 @@ ATTRIBUTES: tuple[str, ...] = (
 )
 
 
-#: Methods of TRL's ``VLLMGeneration`` (``trainer.vllm_generation``) that
-#: ``sagc.train.rollout.sync_weights`` calls.
+#: Methods of TRL's ``VLLMGeneration`` that ``sagc.train.rollout.sync_weights`` calls.
 VLLM_GENERATION_METHODS: tuple[str, ...] = (
     "sync_weights",  # TRL's weight copy (every platform but vLLM's CPU build)
     "_iter_named_params",  # the policy's weights as TRL gathers them, for the CPU build's reload
@@ -133,8 +124,8 @@ VLLM_GENERATION_ATTRIBUTES: tuple[str, ...] = (
 
 
 def check_contract(trainer_cls: type | None = None) -> list[str]:
-    """Problems of ``trainer_cls`` (default: the installed ``trl.GRPOTrainer``) against
-    ``HOOKS`` and ``ATTRIBUTES``, one line each naming the hook; empty when all hold."""
+    """Problems of ``trainer_cls`` (default: ``trl.GRPOTrainer``) against the lists, one line
+    each naming the hook; empty when all hold."""
     if trainer_cls is None:
         from trl import GRPOTrainer as trainer_cls
 

@@ -1,11 +1,5 @@
-"""One W&B run per training cell, one history row per step, keyed by ``step``.
-
-Offline by default (``WANDB_MODE=offline``): the run is a ``run-*.wandb`` file under the
-cell's own ``WANDB_DIR``. The run id is created once per cell and stored in
-``<output_dir>/wandb_run_id``; a resumed job reuses it (offline: a second run file with the
-same id; the aggregation merges segments by ``step``, later rows win). Side effects that
-wandb has outside ``WANDB_DIR`` are switched off (system stats, console capture, code
-and machine metadata).
+"""One W&B run per training cell, one history row per step, keyed by ``step``; a resumed job
+reuses the cell's run id (``<output_dir>/wandb_run_id``).
 """
 
 from __future__ import annotations
@@ -47,7 +41,6 @@ class StepLogger:
         name: str | None = None,
         config: dict | None = None,
     ) -> None:
-        self.mode = mode
         self.run = None
         if mode == "disabled":
             return
@@ -83,10 +76,8 @@ class StepLogger:
             self.run = None
 
     def _lost(self, err: Exception) -> None:
-        """W&B's service went away (a scheduler's SIGTERM reaches every process of the job,
-        wandb-core included): stop logging instead of failing the step or the checkpoint
-        that follows. No row is lost: every checkpoint holds the step records, and the
-        resumed run logs them again (done.json holds them too)."""
+        """W&B's service went away (a scheduler's SIGTERM reaches wandb-core too): stop logging
+        instead of failing; the checkpoints keep the rows and a resumed run logs them again."""
         warnings.warn(
             f"W&B logging stopped ({type(err).__name__}: {err}); the steps are kept in the "
             "checkpoints and done.json, and a resumed run logs them again",
