@@ -5,7 +5,7 @@ Stable names (other parts' tests use them; do not rename):
 * ``tiny_data_dir``      -> folder with ``train.jsonl`` (200 rows), ``eval.jsonl`` (32),
   ``heldout.jsonl`` (16), ``task.json``; rows have ``prompt``, ``answer``, ``solution``,
   ``n_steps`` (see ``sagc.tiny.task``).
-* ``tiny_tokenizer_dir`` -> tokenizer folder (load it with ``sagc.tiny.load_tokenizer``).
+* ``tiny_tokenizer_dir`` -> tokenizer folder (load it with ``sagc.tiny.tokenizer.load_tokenizer``).
 * ``tiny_qwen2_dir``     -> ``Qwen2ForCausalLM`` folder (tokenizer saved inside).
 * ``tiny_llama_dir``     -> ``LlamaForCausalLM`` folder (tokenizer saved inside).
 * ``tiny_model_dirs``    -> ``{"tiny-qwen2": path, "tiny-llama": path}``.

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from sagc.config_models import Number, PositiveInt
-from sagc.controller.sagc import STATE_VERSION, SAGCConfig, StepRecord, _CandidateSizer, _state_int, _state_number
+from sagc.controller.sagc import STATE_VERSION, SAGCConfig, StepRecord, _CandidateSizer, _state_number, state_int
 from sagc.settings import block_model, check, declared
 
 _SAGC = declared(SAGCConfig)
@@ -160,7 +160,7 @@ class AIMDRule(_Rule):
         return +1
 
     def _load_own_state(self, state: dict[str, Any]) -> dict[str, Any]:
-        return {"quiet": _state_int(state, self.kind, "quiet", 0)}
+        return {"quiet": state_int(state, self.kind, "quiet", 0)}
 
 
 class ThresholdRule(_Rule):

@@ -251,14 +251,14 @@ class FixedGroupSize(GroupSizer):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore ``state_dict()``'s output; a bad state raises ``ValueError`` naming the key
         and changes nothing."""
-        _check_state(state, "fixed", ("group_size", "step", "n_stragglers"))
-        group_size = _state_int(state, "fixed", "group_size", 2)
+        check_state(state, "fixed", ("group_size", "step", "n_stragglers"))
+        group_size = state_int(state, "fixed", "group_size", 2)
         if group_size != self.group_size:
             raise ValueError(
                 f"state was saved for FixedGroupSize({group_size}), "
                 f"cannot load it into FixedGroupSize({self.group_size})"
             )
-        self._counter.step, self._counter.n_stragglers = _state_counts(state, "fixed")
+        self._counter.step, self._counter.n_stragglers = state_counts(state, "fixed")
 
     def __repr__(self) -> str:
         return f"FixedGroupSize({self.group_size}, tau={self._counter.tau}, scope={self._counter.scope!r})"
@@ -294,7 +294,7 @@ class _CandidateSizer(GroupSizer):
     def _check_common(self, state: Any, keys: Sequence[str], what: str) -> tuple[Any, int, int, int]:
         """The saved config, step, straggler count and index of a state, checked; ``what``
         names this policy when the candidates differ."""
-        _check_state(state, self.kind, ("config", "step", "n_stragglers", "index", *keys))
+        check_state(state, self.kind, ("config", "step", "n_stragglers", "index", *keys))
         try:
             saved = self.config_class.from_dict(state["config"])
         except (TypeError, ValueError) as e:
@@ -304,8 +304,8 @@ class _CandidateSizer(GroupSizer):
                 f"state was saved with candidates {list(saved.sorted_candidates)}, "
                 f"this {what} has {list(self.candidates)}"
             )
-        step, n_stragglers = _state_counts(state, self.kind)
-        return saved, step, n_stragglers, _state_int(state, self.kind, "index", 0, len(self.candidates) - 1)
+        step, n_stragglers = state_counts(state, self.kind)
+        return saved, step, n_stragglers, state_int(state, self.kind, "index", 0, len(self.candidates) - 1)
 
 
 class SAGCController(_CandidateSizer):
@@ -468,7 +468,7 @@ class SAGCController(_CandidateSizer):
 # -- state validation: every check runs before load_state_dict assigns anything -------------
 
 
-def _check_state(state: Any, kind: str, keys: Sequence[str]) -> None:
+def check_state(state: Any, kind: str, keys: Sequence[str]) -> None:
     if not isinstance(state, dict) or state.get("kind") != kind:
         got = state.get("kind") if isinstance(state, dict) else type(state).__name__
         raise ValueError(f"expected a {kind!r} group-sizer state, got {got!r}")
@@ -479,7 +479,7 @@ def _check_state(state: Any, kind: str, keys: Sequence[str]) -> None:
         raise ValueError(f"{kind} state is missing key(s) {missing} (truncated or damaged state)")
 
 
-def _state_int(state: dict[str, Any], kind: str, key: str, lo: int, hi: int | None = None) -> int:
+def state_int(state: dict[str, Any], kind: str, key: str, lo: int, hi: int | None = None) -> int:
     v = state.get(key)
     if isinstance(v, bool) or not isinstance(v, int) or v < lo or (hi is not None and v > hi):
         want = f"an integer in [{lo}, {hi}]" if hi is not None else f"an integer >= {lo}"
@@ -487,9 +487,9 @@ def _state_int(state: dict[str, Any], kind: str, key: str, lo: int, hi: int | No
     return v
 
 
-def _state_counts(state: dict[str, Any], kind: str) -> tuple[int, int]:
-    step = _state_int(state, kind, "step", 0)
-    return step, _state_int(state, kind, "n_stragglers", 0, step)
+def state_counts(state: dict[str, Any], kind: str) -> tuple[int, int]:
+    step = state_int(state, kind, "step", 0)
+    return step, state_int(state, kind, "n_stragglers", 0, step)
 
 
 def _state_number(v: Any, key: str, lo: float, hi: float, kind: str = "sagc") -> float:

@@ -17,8 +17,8 @@ from sagc.controller.sagc import (
     SAGCConfig,
     SAGCController,
     StepRecord,
-    _check_state,
-    _state_counts,
+    check_state,
+    state_counts,
 )
 from sagc.prompt_aware.config import PromptSAGCConfig
 from sagc.prompt_aware.predictor import PromptLengthPredictor, prompt_features
@@ -109,8 +109,8 @@ class PromptAwareSAGC(GroupSizer):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore ``state_dict()``; both controllers validate their part before either loads."""
-        _check_state(state, "sagc_prompt", ())
-        step, n = _state_counts(state, "sagc_prompt")
+        check_state(state, "sagc_prompt", ())
+        step, n = state_counts(state, "sagc_prompt")
         if state.get("active") not in (None, "short", "long"):
             raise ValueError(
                 f"sagc_prompt state key 'active' must be 'short', 'long' or null, got {state.get('active')!r}"

@@ -16,7 +16,7 @@ import numpy as np
 from pydantic import Field
 
 from sagc.config_models import Number
-from sagc.controller.sagc import _state_int
+from sagc.controller.sagc import state_int
 from sagc.settings import check
 
 STATE_VERSION = 1
@@ -194,7 +194,7 @@ class PromptLengthPredictor:
             if a.shape != shape or not np.all(np.isfinite(a)):
                 raise ValueError(f"prompt_length_predictor state key {key!r} must be a finite array of shape {shape}")
             arrays[key] = a
-        obs = _state_int(state, "prompt_length_predictor", "observations", 0)
+        obs = state_int(state, "prompt_length_predictor", "observations", 0)
         self.A_inv, self.b = arrays["A_inv"], arrays["b"]
         self.count, self.sum, self.sumsq = arrays["count"], arrays["sum"], arrays["sumsq"]
         self.within, self.between = arrays["within"].tolist(), arrays["between"].tolist()
