@@ -12,7 +12,8 @@ from itertools import chain
 
 import numpy as np
 
-#: A median below one token counts as one token, so the ratio stays finite.
+#: A median below one token counts as one token, so the ratio stays finite (the step then
+#: straggles if any row has >= tau tokens).
 MIN_MEDIAN = 1.0
 
 #: The longest length accepted, in tokens (a float64 counts exactly up to 2**53): longer

@@ -74,9 +74,15 @@ class ResultGrid(Section):
     last_k: PositiveInt = Field(5, description="final reward = mean of the last k steps")
     allow_partial: Flag = Field(False, description="mark missing cells instead of failing")
     tau: Number(gt=0.0) | None = Field(None, description="straggler threshold, drawn in figures")
-    delta: Number(gt=0.0, lt=1.0) | None = Field(None, description="budget that picks the best static G")
-    budgets: dict[str, Number(gt=0.0, lt=1.0)] = Field(default_factory=dict, description="controller -> its delta")
-    straggler_reports: dict[str, RootedPath] = Field(default_factory=dict, description="model -> stragglers.json")
+    delta: Number(gt=0.0, lt=1.0) | None = Field(
+        None, description="straggler budget that picks the best static G from the base models' reports"
+    )
+    budgets: dict[str, Number(gt=0.0, lt=1.0)] = Field(
+        default_factory=dict, description="controller sizing -> the budget delta it keeps (its claim)"
+    )
+    straggler_reports: dict[str, RootedPath] = Field(
+        default_factory=dict, description="model -> the base model's straggler report (stragglers.json)"
+    )
     claims: Registration = Field(default_factory=Registration, description="the pre-registered claims")
 
     @model_validator(mode="after")

@@ -128,7 +128,8 @@ def design(seeds_per_stratum: Sequence[int]) -> tuple[float, int]:
 
 
 def power_at(distance: float, se: float, df: float, alpha: float) -> float:
-    """Power of the two-sided t test to hold when the truth lies ``distance`` from the null on the claimed side."""
+    """Power of the two-sided t test to hold when the truth lies ``distance`` from the null on the
+    claimed side (negative: on the other side)."""
     if not (math.isfinite(distance) and math.isfinite(se) and se > 0 and df >= 1):
         return math.nan
     crit = stats.t.ppf(1 - alpha / 2, df)

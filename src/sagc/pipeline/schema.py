@@ -94,7 +94,7 @@ SAGCBlock = block_model(
     "SAGCBlock",
     base=_Block,
     exclude=("seed",),
-    doc=("SAGC hyper-parameters (sagc.SAGCConfig, which checks them as a whole); fixed-G cells use tau and scope too."),
+    doc="SAGC hyper-parameters (sagc.SAGCConfig, which checks them as a whole); fixed-G cells use tau and scope too.",
 )
 SAGCPromptBlock = block_model(
     PromptSAGCConfig,

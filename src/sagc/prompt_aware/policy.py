@@ -98,7 +98,7 @@ class PromptAwareSAGC(GroupSizer):
     def state_dict(self) -> dict[str, Any]:
         return {
             "kind": "sagc_prompt",
-            "version": STATE_VERSION,
+            "version": STATE_VERSION,  # the controller's: its two controllers' states are inside
             "step": self.step,
             "n_stragglers": self.n_stragglers,
             "round_long": self.round_long,

@@ -1,6 +1,8 @@
 """``python -m sagc.tiny <command>``: the pipeline steps that build and check the tiny world.
 
-``<command> --help`` lists every flag and its default; bad values exit with a message naming the flag.
+Commands: ``data``, ``tokenizer``, ``base-model``, ``measure``; ``<command> --help`` lists
+every flag and its default (bad values exit with a message naming the flag). What each
+writes: src/sagc/tiny/README.md ("Pipeline steps").
 """
 
 from __future__ import annotations

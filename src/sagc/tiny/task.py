@@ -238,8 +238,11 @@ def sample_n_steps(rng: random.Random, params: TaskParams, split: str) -> int:
 
 
 def sample_problem(rng: random.Random, n_steps: int, params: TaskParams) -> Problem:
+    n_letters = len(string.ascii_lowercase)
+    if not 1 <= n_steps <= n_letters - 2:
+        raise ValueError(f"n_steps must be in [1, {n_letters - 2}], got {n_steps}")
     # Leave one letter after the target for a chain that stops late.
-    start = rng.randrange(0, len(string.ascii_lowercase) - n_steps - 1)
+    start = rng.randrange(0, n_letters - n_steps - 1)
     op = rng.choice(params.operators)
     # Operand 0 (and *1) would make every step trivial.
     lo = 2 if op == "*" else 1

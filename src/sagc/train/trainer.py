@@ -389,6 +389,7 @@ class SAGCGRPOTrainer(GRPOTrainer):
     # -- data: a ticket per micro-step; prompts come from the stream --------------------
 
     def get_train_dataloader(self):
+        # One item per micro-step: they only drive TRL's loop, whose resume skips the consumed ones.
         tickets = [{"ticket": i} for i in range(self.args.max_steps * self.args.gradient_accumulation_steps)]
         return DataLoader(tickets, batch_size=1, shuffle=False, collate_fn=list)
 
