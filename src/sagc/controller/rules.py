@@ -10,7 +10,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from sagc.config_models import Number, PositiveInt
-from sagc.controller.sagc import STATE_VERSION, SAGCConfig, StepRecord, _CandidateSizer, _state_number, state_int
+from sagc.controller.sagc import STATE_VERSION, SAGCConfig, StepRecord, _CandidateSizer, state_int, state_number
 from sagc.settings import block_model, check, declared
 
 _SAGC = declared(SAGCConfig)
@@ -182,4 +182,4 @@ class ThresholdRule(_Rule):
         return +1 if self.rate < cfg.delta - cfg.margin else 0
 
     def _load_own_state(self, state: dict[str, Any]) -> dict[str, Any]:
-        return {"rate": _state_number(state["rate"], "rate", 0.0, 1.0, self.kind)}
+        return {"rate": state_number(state["rate"], "rate", 0.0, 1.0, self.kind)}

@@ -440,7 +440,7 @@ class SAGCController(_CandidateSizer):
         started = state["started"]
         if not isinstance(started, bool):
             raise ValueError(f"sagc state key 'started' must be true or false, got {started!r}")
-        lam = _state_number(state["lambda"], "lambda", 0.0, saved.lambda_max)
+        lam = state_number(state["lambda"], "lambda", 0.0, saved.lambda_max)
         n = len(self.candidates)
         alpha = _state_vector(state, "alpha", n)
         beta = _state_vector(state, "beta", n)
@@ -492,7 +492,7 @@ def state_counts(state: dict[str, Any], kind: str) -> tuple[int, int]:
     return step, state_int(state, kind, "n_stragglers", 0, step)
 
 
-def _state_number(v: Any, key: str, lo: float, hi: float, kind: str = "sagc") -> float:
+def state_number(v: Any, key: str, lo: float, hi: float, kind: str = "sagc") -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi or math.isnan(v):
         raise ValueError(f"{kind} state key {key!r} must be a number in [{lo}, {hi}], got {v!r}")
     if not math.isfinite(v):
@@ -505,7 +505,7 @@ def _state_vector(state: dict[str, Any], key: str, n: int) -> list[float]:
     if not isinstance(v, list) or len(v) != n:
         got = f"{len(v)} values" if isinstance(v, list) else repr(v)
         raise ValueError(f"sagc state key {key!r} must be a list of {n} numbers (one per candidate), got {got}")
-    out = [_state_number(x, f"{key}[{i}]", 0.0, math.inf) for i, x in enumerate(v)]
+    out = [state_number(x, f"{key}[{i}]", 0.0, math.inf) for i, x in enumerate(v)]
     if not all(x > 0 for x in out):
         raise ValueError(f"sagc state key {key!r} must hold Beta parameters > 0, got {v}")
     return out
@@ -521,7 +521,7 @@ def _state_by_candidate(
     for k, x in v.items():
         if not (isinstance(k, str) and k.isdigit() and int(k) in candidates):
             raise ValueError(f"sagc state key {key!r}: {k!r} is not one of the candidates {list(candidates)}")
-        out[int(k)] = _state_number(x, f"{key}.{k}", lo, hi)
+        out[int(k)] = state_number(x, f"{key}.{k}", lo, hi)
     return out
 
 
